@@ -1,0 +1,79 @@
+/*
+ * attention.cl - attention tiled over keys with an online softmax.
+ *
+ * Each work-item owns one query row and keeps its running max m, running sum l
+ * and the weighted value sum acc in registers; the work-group stages TK keys
+ * and values at a time in local memory. No score matrix ever reaches global
+ * memory. The same kernel serves two modes:
+ *   flash:     keys are the sequence itself, the first len[b] of them count;
+ *   linformer: keys are the k compressed rows (key_count = k), all of them count.
+ * Rows at or past len[b] are written as 0, and so is a row with no keys.
+ *
+ * q[b, i, h*DH + d] at q + q_off + b*q_bstride + i*q_ld, likewise k, v, o.
+ * Build options: DH (head width), TQ (work-group size), TK (keys per tile).
+ * Global: (rows rounded up to TQ, heads, batch), local (TQ, 1, 1).
+ */
+kernel void attention_tiled(global const float *q, ulong q_off, int q_ld, ulong q_bstride,
+                            global const float *kk, ulong k_off, int k_ld, ulong k_bstride,
+                            global const float *vv, ulong v_off, int v_ld, ulong v_bstride,
+                            global float *o, ulong o_off, int o_ld, ulong o_bstride,
+                            global const int *lengths, int n_rows, int key_count, int heads,
+                            int kv_heads, float scale)
+{
+    local float kt[TK][DH];
+    local float vt[TK][DH];
+    const int i = get_global_id(0), h = get_global_id(1), b = get_global_id(2);
+    const int lid = get_local_id(0);
+    const int len = lengths[b];
+    const int nk = key_count > 0 ? key_count : len;
+    const int hk = h / (heads / kv_heads); /* the key/value head this query head reads */
+    const bool live = i < len && i < n_rows;
+
+    const global float *kb = kk + k_off + b * k_bstride + hk * DH;
+    const global float *vb = vv + v_off + b * v_bstride + hk * DH;
+
+    float qr[DH], acc[DH];
+    const global float *qrow = q + q_off + b * q_bstride + (ulong)min(i, n_rows - 1) * q_ld + h * DH;
+    for (int d = 0; d < DH; d++) {
+        qr[d] = live ? qrow[d] * scale : 0.0f;
+        acc[d] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+
+    /* Rows past len still help load the tiles; the whole group must reach
+     * every barrier, so the loop bound is the same for all of it. */
+    for (int j0 = 0; j0 < (len > 0 ? nk : 0); j0 += TK) {
+        const int tk = min(TK, nk - j0);
+        for (int t = lid; t < tk * DH; t += TQ) {
+            const int j = t / DH, d = t % DH;
+            kt[j][d] = kb[(ulong)(j0 + j) * k_ld + d];
+            vt[j][d] = vb[(ulong)(j0 + j) * v_ld + d];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (live) {
+            float s[TK];
+            float tile_max = -INFINITY;
+            for (int j = 0; j < tk; j++) {
+                float dot = 0.0f;
+                for (int d = 0; d < DH; d++) dot += qr[d] * kt[j][d];
+                s[j] = dot;
+                tile_max = fmax(tile_max, dot);
+            }
+            const float m_new = fmax(m, tile_max);
+            const float corr = exp(m - m_new); /* exp(-inf) = 0 on the first tile */
+            l *= corr;
+            for (int d = 0; d < DH; d++) acc[d] *= corr;
+            for (int j = 0; j < tk; j++) {
+                const float p = exp(s[j] - m_new);
+                l += p;
+                for (int d = 0; d < DH; d++) acc[d] += p * vt[j][d];
+            }
+            m = m_new;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (i >= n_rows) return;
+    global float *orow = o + o_off + b * o_bstride + (ulong)i * o_ld + h * DH;
+    const float inv = (live && l > 0.0f) ? 1.0f / l : 0.0f;
+    for (int d = 0; d < DH; d++) orow[d] = acc[d] * inv;
+}

@@ -1,0 +1,227 @@
+/* context.c - open a device (or wrap a host's), buffers, and forward timings. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static lf_status context_new(lf_context **out)
+{
+    lf_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return LF_ERR_OUT_OF_MEMORY;
+    pthread_mutex_init(&ctx->lock, NULL);
+    *out = ctx;
+    return LF_OK;
+}
+
+lf_status lf_context_create(const char *selector, lf_context **out, char *errbuf, size_t errbuf_size)
+{
+    if (!out) return lf__fail_buf(errbuf, errbuf_size, LF_ERR_ARGUMENT, "out is NULL");
+    *out = NULL;
+    if (!selector) selector = getenv("LINFORMER_DEVICE");
+
+    size_t count = 0;
+    lf_status st = lf_devices_list(NULL, 0, &count, errbuf, errbuf_size);
+    if (st != LF_OK) return st;
+    lf_device_info *devs = calloc(count, sizeof *devs);
+    if (!devs) return lf__fail_buf(errbuf, errbuf_size, LF_ERR_OUT_OF_MEMORY, "out of host memory listing devices");
+    size_t index = 0;
+    st = lf_devices_list(devs, count, &count, errbuf, errbuf_size);
+    if (st == LF_OK) st = lf_devices_select(selector, devs, count, &index, errbuf, errbuf_size);
+    if (st != LF_OK) {
+        free(devs);
+        return st;
+    }
+    lf_device_info chosen = devs[index];
+    free(devs);
+
+    /* Find the handles again from the indices the listing used. */
+    cl_platform_id platforms[16];
+    cl_uint np = 0;
+    cl_device_id ids[64];
+    cl_uint nd = 0;
+    cl_int err = clGetPlatformIDs(16, platforms, &np);
+    if (err == CL_SUCCESS && chosen.platform_index < np)
+        err = clGetDeviceIDs(platforms[chosen.platform_index], CL_DEVICE_TYPE_ALL, 64, ids, &nd);
+    if (err != CL_SUCCESS || chosen.device_index >= nd)
+        return lf__fail_buf(errbuf, errbuf_size, LF_ERR_NO_DEVICE, "device %u:%u disappeared: %s",
+                            chosen.platform_index, chosen.device_index, lf_cl_error_string(err));
+
+    lf_context *ctx;
+    if (context_new(&ctx) != LF_OK)
+        return lf__fail_buf(errbuf, errbuf_size, LF_ERR_OUT_OF_MEMORY, "out of host memory for the context");
+    ctx->platform = platforms[chosen.platform_index];
+    ctx->device = ids[chosen.device_index];
+    ctx->info = chosen;
+    cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)ctx->platform, 0};
+    ctx->cl = clCreateContext(props, 1, &ctx->device, NULL, NULL, &err);
+    if (err == CL_SUCCESS)
+        ctx->queue = clCreateCommandQueue(ctx->cl, ctx->device, CL_QUEUE_PROFILING_ENABLE, &err);
+    if (err != CL_SUCCESS) {
+        lf__fail_buf(errbuf, errbuf_size, LF_ERR_OPENCL, "opening \"%s\" failed: %s",
+                     chosen.device_name, lf_cl_error_string(err));
+        lf_context_free(ctx);
+        return LF_ERR_OPENCL;
+    }
+    ctx->profiling = true;
+    *out = ctx;
+    return LF_OK;
+}
+
+lf_status lf_context_create_from_cl(cl_context context, cl_command_queue queue, lf_context **out,
+                                    char *errbuf, size_t errbuf_size)
+{
+    if (!out) return lf__fail_buf(errbuf, errbuf_size, LF_ERR_ARGUMENT, "out is NULL");
+    *out = NULL;
+    if (!context) return lf__fail_buf(errbuf, errbuf_size, LF_ERR_ARGUMENT, "context is NULL");
+    if (!queue) return lf__fail_buf(errbuf, errbuf_size, LF_ERR_ARGUMENT, "queue is NULL");
+    cl_context qctx = NULL;
+    cl_device_id dev = NULL;
+    cl_command_queue_properties qprops = 0;
+    cl_int err = clGetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof qctx, &qctx, NULL);
+    if (err == CL_SUCCESS) err = clGetCommandQueueInfo(queue, CL_QUEUE_DEVICE, sizeof dev, &dev, NULL);
+    if (err == CL_SUCCESS)
+        err = clGetCommandQueueInfo(queue, CL_QUEUE_PROPERTIES, sizeof qprops, &qprops, NULL);
+    if (err != CL_SUCCESS)
+        return lf__fail_buf(errbuf, errbuf_size, LF_ERR_ARGUMENT, "queue is not a valid command queue: %s",
+                            lf_cl_error_string(err));
+    if (qctx != context)
+        return lf__fail_buf(errbuf, errbuf_size, LF_ERR_ARGUMENT, "queue belongs to another cl_context than context");
+    if (qprops & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)
+        return lf__fail_buf(errbuf, errbuf_size, LF_ERR_ARGUMENT, "queue must be in order");
+
+    lf_context *ctx;
+    if (context_new(&ctx) != LF_OK)
+        return lf__fail_buf(errbuf, errbuf_size, LF_ERR_OUT_OF_MEMORY, "out of host memory for the context");
+    clGetDeviceInfo(dev, CL_DEVICE_PLATFORM, sizeof ctx->platform, &ctx->platform, NULL);
+    ctx->device = dev;
+    lf__device_query(ctx->platform, dev, &ctx->info);
+    clRetainContext(context);
+    clRetainCommandQueue(queue);
+    ctx->cl = context;
+    ctx->queue = queue;
+    ctx->profiling = (qprops & CL_QUEUE_PROFILING_ENABLE) != 0;
+    *out = ctx;
+    return LF_OK;
+}
+
+void lf_context_free(lf_context *ctx)
+{
+    if (!ctx) return;
+    if (ctx->queue) clFinish(ctx->queue);
+    lf__programs_free(ctx);
+    if (ctx->queue) clReleaseCommandQueue(ctx->queue);
+    if (ctx->cl) clReleaseContext(ctx->cl);
+    pthread_mutex_destroy(&ctx->lock);
+    free(ctx);
+}
+
+lf_status lf_context_device_info(const lf_context *ctx, lf_device_info *info)
+{
+    if (!ctx || !info) return LF_ERR_ARGUMENT;
+    *info = ctx->info;
+    return LF_OK;
+}
+
+cl_context lf_context_cl_context(const lf_context *ctx) { return ctx ? ctx->cl : NULL; }
+cl_command_queue lf_context_cl_queue(const lf_context *ctx) { return ctx ? ctx->queue : NULL; }
+
+lf_status lf_context_finish(lf_context *ctx)
+{
+    if (!ctx) return LF_ERR_ARGUMENT;
+    pthread_mutex_lock(&ctx->lock);
+    cl_int err = clFinish(ctx->queue);
+    lf_status st = err == CL_SUCCESS ? LF_OK : lf__cl_fail(ctx, err, "clFinish");
+    pthread_mutex_unlock(&ctx->lock);
+    return st;
+}
+
+/* ---- Buffers ---- */
+
+lf_status lf__alloc(lf_context *ctx, size_t bytes, const char *what, cl_mem *out)
+{
+    *out = NULL;
+    if (bytes == 0) bytes = 4; /* OpenCL refuses empty buffers */
+    if (bytes > ctx->info.max_alloc_bytes)
+        return lf__fail(ctx, LF_ERR_OUT_OF_MEMORY,
+                        "%s needs %zu bytes, over the device's max allocation of %llu bytes", what,
+                        bytes, (unsigned long long)ctx->info.max_alloc_bytes);
+    cl_int err;
+    *out = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, bytes, NULL, &err);
+    if (err != CL_SUCCESS) {
+        *out = NULL;
+        return lf__fail(ctx, LF_ERR_OUT_OF_MEMORY, "allocating %s (%zu bytes) failed: %s", what,
+                        bytes, lf_cl_error_string(err));
+    }
+    return LF_OK;
+}
+
+lf_status lf__upload(lf_context *ctx, cl_mem dst, size_t offset, const void *src, size_t bytes)
+{
+    if (bytes == 0) return LF_OK;
+    LF_CL_CHECK(ctx, clEnqueueWriteBuffer(ctx->queue, dst, CL_TRUE, offset, bytes, src, 0, NULL, NULL),
+                "clEnqueueWriteBuffer");
+    return LF_OK;
+}
+
+lf_status lf__download(lf_context *ctx, cl_mem src, size_t offset, void *dst, size_t bytes)
+{
+    if (bytes == 0) return LF_OK;
+    LF_CL_CHECK(ctx, clEnqueueReadBuffer(ctx->queue, src, CL_TRUE, offset, bytes, dst, 0, NULL, NULL),
+                "clEnqueueReadBuffer");
+    return LF_OK;
+}
+
+void lf__release(cl_mem *mem)
+{
+    if (*mem) clReleaseMemObject(*mem);
+    *mem = NULL;
+}
+
+lf_status lf__reserve(lf_context *ctx, cl_mem *mem, size_t *capacity, size_t bytes, const char *what)
+{
+    if (*mem && *capacity >= bytes) return LF_OK;
+    lf__release(mem);
+    *capacity = 0;
+    LF_TRY(lf__alloc(ctx, bytes, what, mem));
+    *capacity = bytes;
+    return LF_OK;
+}
+
+/* ---- Timings ---- */
+
+cl_event *lf__event(lf_timeline *t) { return t ? &t->pending : NULL; }
+
+void lf__event_done(lf_timeline *t)
+{
+    if (!t || !t->pending) return;
+    if (!t->first) {
+        t->first = t->pending;
+        clRetainEvent(t->first);
+    }
+    if (t->last) clReleaseEvent(t->last);
+    t->last = t->pending;
+    t->pending = NULL;
+}
+
+void lf__timeline_reset(lf_timeline *t)
+{
+    if (t->first) clReleaseEvent(t->first);
+    if (t->last) clReleaseEvent(t->last);
+    if (t->pending) clReleaseEvent(t->pending);
+    t->first = t->last = t->pending = NULL;
+}
+
+lf_status lf__timeline_ms(lf_context *ctx, lf_timeline *t, double *ms)
+{
+    if (!t->first || !t->last) return lf__fail(ctx, LF_ERR_STATE, "no forward has run yet");
+    if (!ctx->profiling)
+        return lf__fail(ctx, LF_ERR_UNSUPPORTED, "the queue was created without CL_QUEUE_PROFILING_ENABLE");
+    LF_CL_CHECK(ctx, clWaitForEvents(1, &t->last), "clWaitForEvents");
+    cl_ulong start = 0, end = 0;
+    LF_CL_CHECK(ctx, clGetEventProfilingInfo(t->first, CL_PROFILING_COMMAND_START, sizeof start, &start, NULL),
+                "clGetEventProfilingInfo(CL_PROFILING_COMMAND_START)");
+    LF_CL_CHECK(ctx, clGetEventProfilingInfo(t->last, CL_PROFILING_COMMAND_END, sizeof end, &end, NULL),
+                "clGetEventProfilingInfo(CL_PROFILING_COMMAND_END)");
+    *ms = end > start ? (double)(end - start) * 1e-6 : 0.0;
+    return LF_OK;
+}

@@ -1,0 +1,205 @@
+/* device.c - enumerate OpenCL devices and choose one from a selector string. */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "internal.h"
+
+#define LF_MAX_PLATFORMS 16
+#define LF_MAX_DEVICES 64
+
+static void query_string(cl_device_id d, cl_device_info what, char *out, size_t size)
+{
+    out[0] = 0;
+    if (clGetDeviceInfo(d, what, size, out, NULL) != CL_SUCCESS) out[0] = 0;
+    out[size - 1] = 0;
+}
+
+void lf__device_query(cl_platform_id platform, cl_device_id device, lf_device_info *info)
+{
+    memset(info, 0, sizeof *info);
+    clGetPlatformInfo(platform, CL_PLATFORM_NAME, sizeof info->platform_name,
+                      info->platform_name, NULL);
+    clGetPlatformInfo(platform, CL_PLATFORM_VERSION, sizeof info->platform_version,
+                      info->platform_version, NULL);
+    info->platform_name[sizeof info->platform_name - 1] = 0;
+    info->platform_version[sizeof info->platform_version - 1] = 0;
+    query_string(device, CL_DEVICE_NAME, info->device_name, sizeof info->device_name);
+    query_string(device, CL_DEVICE_VENDOR, info->vendor, sizeof info->vendor);
+    query_string(device, CL_DRIVER_VERSION, info->driver_version, sizeof info->driver_version);
+
+    cl_device_type type = 0;
+    clGetDeviceInfo(device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+    info->type = (type & CL_DEVICE_TYPE_GPU)           ? LF_DEVICE_GPU
+                 : (type & CL_DEVICE_TYPE_ACCELERATOR) ? LF_DEVICE_ACCELERATOR
+                 : (type & CL_DEVICE_TYPE_CPU)         ? LF_DEVICE_CPU
+                                                       : LF_DEVICE_OTHER;
+    cl_ulong u = 0;
+    clGetDeviceInfo(device, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof u, &u, NULL);
+    info->global_mem_bytes = u;
+    u = 0;
+    clGetDeviceInfo(device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof u, &u, NULL);
+    info->max_alloc_bytes = u;
+    u = 0;
+    clGetDeviceInfo(device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof u, &u, NULL);
+    info->local_mem_bytes = u;
+    cl_uint cu = 0;
+    clGetDeviceInfo(device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL);
+    info->compute_units = cu;
+    size_t wg = 0;
+    clGetDeviceInfo(device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
+    info->max_work_group_size = wg;
+
+    size_t ext_size = 0;
+    if (clGetDeviceInfo(device, CL_DEVICE_EXTENSIONS, 0, NULL, &ext_size) == CL_SUCCESS &&
+        ext_size > 0) {
+        char *ext = malloc(ext_size + 1);
+        if (ext && clGetDeviceInfo(device, CL_DEVICE_EXTENSIONS, ext_size, ext, NULL) == CL_SUCCESS) {
+            ext[ext_size] = 0;
+            info->fp16 = strstr(ext, "cl_khr_fp16") != NULL;
+            info->fp64 = strstr(ext, "cl_khr_fp64") != NULL;
+        }
+        free(ext);
+    }
+}
+
+lf_status lf_devices_list(lf_device_info *out, size_t capacity, size_t *count, char *errbuf,
+                          size_t errbuf_size)
+{
+    if (!count) return lf__fail_buf(errbuf, errbuf_size, LF_ERR_ARGUMENT, "count is NULL");
+    if (!out && capacity)
+        return lf__fail_buf(errbuf, errbuf_size, LF_ERR_ARGUMENT, "out is NULL but capacity is %zu", capacity);
+    *count = 0;
+    cl_platform_id platforms[LF_MAX_PLATFORMS];
+    cl_uint np = 0;
+    cl_int err = clGetPlatformIDs(LF_MAX_PLATFORMS, platforms, &np);
+    if (err == -1001 /* CL_PLATFORM_NOT_FOUND_KHR: an ICD loader with no driver */ || np == 0)
+        return lf__fail_buf(errbuf, errbuf_size, LF_ERR_NO_DEVICE,
+                            "no OpenCL platform found (is an OpenCL driver installed, e.g. pocl-opencl-icd?)");
+    if (err != CL_SUCCESS)
+        return lf__fail_buf(errbuf, errbuf_size, LF_ERR_OPENCL, "clGetPlatformIDs failed: %s",
+                            lf_cl_error_string(err));
+    if (np > LF_MAX_PLATFORMS) np = LF_MAX_PLATFORMS;
+    size_t found = 0;
+    for (cl_uint p = 0; p < np; p++) {
+        cl_device_id devs[LF_MAX_DEVICES];
+        cl_uint nd = 0;
+        if (clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, LF_MAX_DEVICES, devs, &nd) != CL_SUCCESS)
+            continue; /* a platform without devices is not an error */
+        if (nd > LF_MAX_DEVICES) nd = LF_MAX_DEVICES;
+        for (cl_uint d = 0; d < nd; d++, found++) {
+            if (found >= capacity) continue;
+            lf__device_query(platforms[p], devs[d], &out[found]);
+            out[found].platform_index = p;
+            out[found].device_index = d;
+        }
+    }
+    *count = found;
+    if (found == 0)
+        return lf__fail_buf(errbuf, errbuf_size, LF_ERR_NO_DEVICE, "no OpenCL device found on %u platform(s)", np);
+    return LF_OK;
+}
+
+static bool contains_nocase(const char *hay, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (; *hay; hay++) {
+        size_t i = 0;
+        while (i < n && hay[i] && tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i])) i++;
+        if (i == n) return true;
+    }
+    return n == 0;
+}
+
+static bool parse_index_pair(const char *s, unsigned *p, unsigned *d)
+{
+    char *end;
+    if (!isdigit((unsigned char)*s)) return false;
+    unsigned long a = strtoul(s, &end, 10);
+    if (*end != ':' || !isdigit((unsigned char)end[1])) return false;
+    unsigned long b = strtoul(end + 1, &end, 10);
+    if (*end != 0 || a > 0xffff || b > 0xffff) return false;
+    *p = (unsigned)a;
+    *d = (unsigned)b;
+    return true;
+}
+
+static const char *type_name(lf_device_type t)
+{
+    switch (t) {
+    case LF_DEVICE_GPU: return "gpu";
+    case LF_DEVICE_CPU: return "cpu";
+    case LF_DEVICE_ACCELERATOR: return "accelerator";
+    default: return "other";
+    }
+}
+
+static lf_status no_match(const char *sel, const lf_device_info *devs, size_t count, char *buf,
+                          size_t size)
+{
+    if (!buf || !size) return LF_ERR_NO_DEVICE;
+    int used = snprintf(buf, size, "no OpenCL device matches selector \"%s\"; devices:", sel);
+    for (size_t i = 0; i < count && used > 0 && (size_t)used < size; i++)
+        used += snprintf(buf + used, size - used, " [%u:%u %s \"%s\" on \"%s\"]",
+                         devs[i].platform_index, devs[i].device_index, type_name(devs[i].type),
+                         devs[i].device_name, devs[i].platform_name);
+    if (count == 0 && used > 0 && (size_t)used < size) snprintf(buf + used, size - used, " none");
+    return LF_ERR_NO_DEVICE;
+}
+
+lf_status lf_devices_select(const char *selector, const lf_device_info *devices, size_t count,
+                            size_t *index, char *errbuf, size_t errbuf_size)
+{
+    if (!index) return lf__fail_buf(errbuf, errbuf_size, LF_ERR_ARGUMENT, "index is NULL");
+    if (!devices && count) return lf__fail_buf(errbuf, errbuf_size, LF_ERR_ARGUMENT, "devices is NULL");
+    char sel[256] = "";
+    if (selector) {
+        while (isspace((unsigned char)*selector)) selector++;
+        size_t n = strlen(selector);
+        while (n && isspace((unsigned char)selector[n - 1])) n--;
+        if (n >= sizeof sel)
+            return lf__fail_buf(errbuf, errbuf_size, LF_ERR_ARGUMENT, "selector is longer than %zu characters", sizeof sel - 1);
+        memcpy(sel, selector, n);
+        sel[n] = 0;
+    }
+    if (count == 0) return no_match(sel, devices, count, errbuf, errbuf_size);
+
+    if (sel[0] == 0) { /* default: first GPU, else accelerator, else CPU, else anything */
+        static const lf_device_type order[] = {LF_DEVICE_GPU, LF_DEVICE_ACCELERATOR, LF_DEVICE_CPU};
+        for (size_t o = 0; o < 3; o++)
+            for (size_t i = 0; i < count; i++)
+                if (devices[i].type == order[o]) return *index = i, LF_OK;
+        return *index = 0, LF_OK;
+    }
+    static const struct { const char *word; lf_device_type type; } types[] = {
+        {"gpu", LF_DEVICE_GPU}, {"cpu", LF_DEVICE_CPU}, {"accelerator", LF_DEVICE_ACCELERATOR}};
+    for (size_t t = 0; t < 3; t++) {
+        if (strcasecmp(sel, types[t].word) != 0) continue;
+        for (size_t i = 0; i < count; i++)
+            if (devices[i].type == types[t].type) return *index = i, LF_OK;
+        return no_match(sel, devices, count, errbuf, errbuf_size);
+    }
+    unsigned p, d;
+    if (parse_index_pair(sel, &p, &d)) {
+        for (size_t i = 0; i < count; i++)
+            if (devices[i].platform_index == p && devices[i].device_index == d) return *index = i, LF_OK;
+        return no_match(sel, devices, count, errbuf, errbuf_size);
+    }
+    /* A name, optionally with ":D" for the D-th device whose names match it. */
+    unsigned long nth = 0;
+    char *colon = strrchr(sel, ':');
+    if (colon && colon > sel && isdigit((unsigned char)colon[1])) {
+        char *end;
+        nth = strtoul(colon + 1, &end, 10);
+        if (*end == 0) *colon = 0;
+        else nth = 0;
+    }
+    for (size_t i = 0; i < count; i++)
+        if ((contains_nocase(devices[i].device_name, sel) ||
+             contains_nocase(devices[i].platform_name, sel)) && nth-- == 0)
+            return *index = i, LF_OK;
+    if (colon && *colon == 0) *colon = ':';
+    return no_match(sel, devices, count, errbuf, errbuf_size);
+}

@@ -1,0 +1,109 @@
+/*
+ * internal.h - what the library's files share and the public header hides:
+ * the context, error reporting, buffers, kernels and GEMM on the context's queue.
+ */
+#ifndef LF_INTERNAL_H
+#define LF_INTERNAL_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+
+#include "linformer.h"
+
+#define LF_MSG_SIZE 4096
+
+typedef struct lf_program_entry lf_program_entry;
+
+struct lf_context {
+    cl_platform_id platform;
+    cl_device_id device;
+    cl_context cl;
+    cl_command_queue queue;
+    bool profiling;          /* the queue records profiling events */
+    lf_device_info info;
+    lf_program_entry *programs; /* built programs of this context, by source and options */
+    unsigned cache_hits, cache_misses, cache_rejected; /* disk cache counters, for tests */
+    pthread_mutex_t lock;    /* serialises calls on this context (see the header) */
+    char error[LF_MSG_SIZE]; /* last-error message */
+};
+
+/* ---- Errors (error.c) ---- */
+/* Records a printf-style message on ctx (may be NULL) and returns status. */
+lf_status lf__fail(lf_context *ctx, lf_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The same into a caller's buffer (may be NULL). */
+lf_status lf__fail_buf(char *buf, size_t size, lf_status status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Maps a failed OpenCL call to a status, naming `what` and the CL error. */
+lf_status lf__cl_fail(lf_context *ctx, cl_int err, const char *what);
+#define LF_CL_CHECK(ctx, call, what)                                       \
+    do {                                                                   \
+        cl_int lf_err_ = (call);                                           \
+        if (lf_err_ != CL_SUCCESS) return lf__cl_fail((ctx), lf_err_, (what)); \
+    } while (0)
+#define LF_TRY(expr)                         \
+    do {                                     \
+        lf_status lf_st_ = (expr);           \
+        if (lf_st_ != LF_OK) return lf_st_;  \
+    } while (0)
+
+/* ---- Devices (device.c) ---- */
+/* Fills info from an OpenCL device; indices are set by the caller. */
+void lf__device_query(cl_platform_id platform, cl_device_id device, lf_device_info *info);
+
+/* ---- Buffers (context.c) ---- */
+/* Allocates a device buffer of `bytes`, checked against the device's limits;
+ * `what` names it in the message. */
+lf_status lf__alloc(lf_context *ctx, size_t bytes, const char *what, cl_mem *out);
+lf_status lf__upload(lf_context *ctx, cl_mem dst, size_t offset, const void *src, size_t bytes);
+lf_status lf__download(lf_context *ctx, cl_mem src, size_t offset, void *dst, size_t bytes);
+void lf__release(cl_mem *mem);
+/* Grows *mem to hold at least `bytes` (contents are not kept). */
+lf_status lf__reserve(lf_context *ctx, cl_mem *mem, size_t *capacity, size_t bytes,
+                      const char *what);
+
+/* ---- Event tracking for timings (context.c) ---- */
+/* A forward records its first and last command; lf__event() gives the slot the
+ * next enqueue fills, lf__event_done() files it. */
+typedef struct {
+    cl_event first, last;
+    cl_event pending;
+} lf_timeline;
+cl_event *lf__event(lf_timeline *t);
+void lf__event_done(lf_timeline *t);
+void lf__timeline_reset(lf_timeline *t);
+lf_status lf__timeline_ms(lf_context *ctx, lf_timeline *t, double *ms);
+
+/* ---- Kernels (program.c) ---- */
+/* Returns a kernel of `file` (a cl/ source) built with `options`; built once
+ * per context, cached on disk. The kernel belongs to the context. */
+lf_status lf__kernel(lf_context *ctx, const char *file, const char *options,
+                     const char *name, cl_kernel *out);
+void lf__programs_free(lf_context *ctx);
+/* Sets kernel arguments from (size, pointer) pairs; `what` names the kernel. */
+lf_status lf__set_args(lf_context *ctx, cl_kernel k, const char *what, int count, ...);
+/* Enqueues a kernel over `dims` dimensions, recording its event in t (may be NULL). */
+lf_status lf__launch(lf_context *ctx, cl_kernel k, const char *what, cl_uint dims,
+                     const size_t *global, const size_t *local, lf_timeline *t);
+
+/* ---- GEMM through CLBlast (gemm.c) ---- */
+/* Row-major C = alpha op(A) op(B) + beta C, `batch` times with the given
+ * strides (in elements) between the matrices of the batch. */
+typedef struct {
+    bool trans_a, trans_b;
+    size_t m, n, k;
+    float alpha, beta;
+    cl_mem a; size_t a_off, lda, a_stride;
+    cl_mem b; size_t b_off, ldb, b_stride;
+    cl_mem c; size_t c_off, ldc, c_stride;
+    size_t batch; /* 0 or 1 = one GEMM */
+} lf_gemm_args;
+lf_status lf__gemm(lf_context *ctx, const lf_gemm_args *g, lf_timeline *t);
+
+/* ---- Random numbers (random.c): splitmix64, reproducible everywhere ---- */
+uint64_t lf__rand_next(uint64_t *state);
+double lf__rand_uniform(uint64_t *state); /* [0, 1) */
+double lf__rand_normal(uint64_t *state);  /* N(0, 1) */
+
+#endif

@@ -1,0 +1,669 @@
+/*
+ * safetensors.c - reads and writes safetensors files.
+ *
+ * The reader is fed untrusted files: every header field is checked before a
+ * byte of data is used, and data is decoded byte by byte, little-endian, so
+ * any alignment and any host byte order work.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "safetensors.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* A real header is kilobytes; anything past this is garbage or an attack. */
+#define MAX_HEADER ((uint64_t)100 * 1000 * 1000)
+/* JSON numbers are doubles in cJSON: integers above 2^53 are not exact. */
+#define MAX_EXACT ((uint64_t)1 << 53)
+
+static lf_status fail(char *msg, size_t msg_size, lf_status status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static lf_status fail(char *msg, size_t msg_size, lf_status status, const char *fmt, ...)
+{
+    if (msg && msg_size) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, msg_size, fmt, ap);
+        va_end(ap);
+    }
+    return status;
+}
+/* Every function that fails has msg and msg_size in scope. */
+#define FAIL(status, ...) fail(msg, msg_size, (status), __VA_ARGS__)
+
+static const struct {
+    const char *name;
+    size_t size;
+} DTYPES[] = {
+    [LF_ST_F32] = {"F32", 4}, [LF_ST_F16] = {"F16", 2}, [LF_ST_BF16] = {"BF16", 2},
+    [LF_ST_F64] = {"F64", 8}, [LF_ST_I32] = {"I32", 4}, [LF_ST_I64] = {"I64", 8},
+};
+#define DTYPE_COUNT (sizeof DTYPES / sizeof DTYPES[0])
+
+const char *lf_st_dtype_name(lf_st_dtype dtype)
+{
+    return (unsigned)dtype < DTYPE_COUNT ? DTYPES[dtype].name : "unknown";
+}
+
+static bool dtype_from_name(const char *name, lf_st_dtype *out)
+{
+    for (size_t i = 0; i < DTYPE_COUNT; i++) {
+        if (strcmp(name, DTYPES[i].name) == 0) {
+            *out = (lf_st_dtype)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* ---- Little-endian bytes ------------------------------------------------ */
+
+static uint16_t ld16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static uint32_t ld32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static uint64_t ld64(const uint8_t *p) { return ld32(p) | (uint64_t)ld32(p + 4) << 32; }
+static void st32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> 8 * i);
+}
+static void st64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> 8 * i);
+}
+
+static float f32_from_bits(uint32_t bits)
+{
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* IEEE half to float; every half is exactly a float. */
+static float f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h >> 15) << 31;
+    uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+    if (exp == 0) { /* zero or subnormal: mant * 2^-24 */
+        float v = (float)mant * 0x1p-24f;
+        return sign ? -v : v;
+    }
+    if (exp == 31) /* inf, or NaN keeping its payload */
+        return f32_from_bits(sign | 0x7f800000u | mant << 13);
+    return f32_from_bits(sign | (exp + 127 - 15) << 23 | mant << 13);
+}
+
+/* ---- Shapes -------------------------------------------------------------- */
+
+/* The element count of a shape, false when it or its byte size (count * elem)
+ * overflows size_t. A zero dimension makes 0 whatever the others are. */
+static bool shape_count(const int64_t *shape, int ndim, size_t elem, size_t *count)
+{
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] == 0) {
+            *count = 0;
+            return true;
+        }
+    }
+    size_t c = 1;
+    for (int i = 0; i < ndim; i++) {
+        if ((uint64_t)shape[i] > SIZE_MAX / c) return false;
+        c *= (size_t)shape[i];
+    }
+    if (c > SIZE_MAX / elem) return false;
+    *count = c;
+    return true;
+}
+
+/* "[4, 8]" into buf, for messages. */
+static const char *shape_string(const int64_t *shape, int ndim, char *buf, size_t size)
+{
+    size_t used = (size_t)snprintf(buf, size, "[");
+    for (int i = 0; i < ndim && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%" PRId64, i ? ", " : "", shape[i]);
+    if (used < size) snprintf(buf + used, size - used, "]");
+    return buf;
+}
+
+/* ---- Reading ------------------------------------------------------------- */
+
+/* An integer in [0, 2^53] from a JSON number: what shapes and offsets hold.
+ * `what` and `index` name the field in the message. */
+static lf_status read_uint(const cJSON *item, const char *tensor, const char *what, int index,
+                           uint64_t *out, char *msg, size_t msg_size)
+{
+    if (!cJSON_IsNumber(item))
+        return FAIL(LF_ERR_FORMAT, "tensor \"%s\": %s[%d] is not a number", tensor, what, index);
+    double d = item->valuedouble;
+    /* The range test comes first: it rejects NaN and keeps the cast defined. */
+    if (!(d >= 0 && d <= (double)MAX_EXACT) || d != (double)(uint64_t)d)
+        return FAIL(LF_ERR_FORMAT, "tensor \"%s\": %s[%d] is %.17g, not an integer in [0, 2^53]",
+                    tensor, what, index, d);
+    *out = (uint64_t)d;
+    return LF_OK;
+}
+
+/* Fills t (its name already set) from its header entry; data is the data section. */
+static lf_status read_tensor(const cJSON *entry, lf_st_tensor *t, const uint8_t *data,
+                             size_t data_size, char *msg, size_t msg_size)
+{
+    const char *name = t->name;
+    if (!cJSON_IsObject(entry))
+        return FAIL(LF_ERR_FORMAT, "tensor \"%s\": entry is not a JSON object", name);
+
+    const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(entry, "dtype");
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(entry, "shape");
+    const cJSON *offsets = cJSON_GetObjectItemCaseSensitive(entry, "data_offsets");
+    if (!cJSON_IsString(dtype))
+        return FAIL(LF_ERR_FORMAT, "tensor \"%s\": dtype is missing or not a string", name);
+    if (!dtype_from_name(dtype->valuestring, &t->dtype))
+        return FAIL(LF_ERR_FORMAT, "tensor \"%s\": unknown dtype \"%s\"", name, dtype->valuestring);
+    if (!cJSON_IsArray(shape))
+        return FAIL(LF_ERR_FORMAT, "tensor \"%s\": shape is missing or not an array", name);
+    if (!cJSON_IsArray(offsets))
+        return FAIL(LF_ERR_FORMAT, "tensor \"%s\": data_offsets is missing or not an array", name);
+
+    int ndim = cJSON_GetArraySize(shape);
+    if (ndim > LF_ST_MAX_DIMS)
+        return FAIL(LF_ERR_FORMAT, "tensor \"%s\": shape has %d dimensions, at most %d are supported",
+                    name, ndim, LF_ST_MAX_DIMS);
+    t->ndim = 0;
+    const cJSON *dim;
+    cJSON_ArrayForEach(dim, shape) {
+        uint64_t v;
+        lf_status st = read_uint(dim, name, "shape", t->ndim, &v, msg, msg_size);
+        if (st != LF_OK) return st;
+        t->shape[t->ndim++] = (int64_t)v;
+    }
+    size_t elem = DTYPES[t->dtype].size;
+    char shp[256];
+    if (!shape_count(t->shape, t->ndim, elem, &t->count))
+        return FAIL(LF_ERR_FORMAT, "tensor \"%s\": shape %s %s overflows the address space", name,
+                    shape_string(t->shape, t->ndim, shp, sizeof shp), DTYPES[t->dtype].name);
+
+    int noff = cJSON_GetArraySize(offsets);
+    if (noff != 2)
+        return FAIL(LF_ERR_FORMAT, "tensor \"%s\": data_offsets has %d entries, not 2 [begin, end]",
+                    name, noff);
+    uint64_t begin, end;
+    lf_status st = read_uint(offsets->child, name, "data_offsets", 0, &begin, msg, msg_size);
+    if (st == LF_OK) st = read_uint(offsets->child->next, name, "data_offsets", 1, &end, msg, msg_size);
+    if (st != LF_OK) return st;
+    if (begin > end)
+        return FAIL(LF_ERR_FORMAT, "tensor \"%s\": data_offsets [%" PRIu64 ", %" PRIu64 "] begin after their end",
+                    name, begin, end);
+    if (end > data_size)
+        return FAIL(LF_ERR_FORMAT,
+                    "tensor \"%s\": data_offsets [%" PRIu64 ", %" PRIu64 "] run past the data section (%zu bytes)",
+                    name, begin, end, data_size);
+    if (end - begin != (uint64_t)t->count * elem)
+        return FAIL(LF_ERR_FORMAT,
+                    "tensor \"%s\": data_offsets [%" PRIu64 ", %" PRIu64 "] hold %" PRIu64
+                    " bytes, shape %s %s needs %zu",
+                    name, begin, end, end - begin, shape_string(t->shape, t->ndim, shp, sizeof shp),
+                    DTYPES[t->dtype].name, t->count * elem);
+    t->data = data + begin;
+    return LF_OK;
+}
+
+/* Fills f->meta_* from the __metadata__ object (string -> string). */
+static lf_status read_metadata(lf_st_file *f, const cJSON *meta, char *msg, size_t msg_size)
+{
+    if (!cJSON_IsObject(meta))
+        return FAIL(LF_ERR_FORMAT, "__metadata__ is not a JSON object");
+    size_t n = (size_t)cJSON_GetArraySize(meta);
+    if (n == 0) return LF_OK;
+    f->meta_keys = calloc(n, sizeof *f->meta_keys);
+    f->meta_values = calloc(n, sizeof *f->meta_values);
+    if (!f->meta_keys || !f->meta_values)
+        return FAIL(LF_ERR_OUT_OF_MEMORY, "cannot allocate %zu metadata entries", n);
+    const cJSON *item;
+    cJSON_ArrayForEach(item, meta) {
+        if (!cJSON_IsString(item))
+            return FAIL(LF_ERR_FORMAT, "__metadata__ \"%s\": value is not a string", item->string);
+        size_t i = f->meta_count++; /* counted first: lf_st_close frees what was copied */
+        f->meta_keys[i] = strdup(item->string);
+        f->meta_values[i] = strdup(item->valuestring);
+        if (!f->meta_keys[i] || !f->meta_values[i])
+            return FAIL(LF_ERR_OUT_OF_MEMORY, "cannot copy __metadata__ \"%s\"", item->string);
+    }
+    return LF_OK;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const lf_st_tensor *)a)->name, ((const lf_st_tensor *)b)->name);
+}
+static int by_key(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+static int by_offset(const void *a, const void *b)
+{
+    const lf_st_tensor *x = *(const lf_st_tensor *const *)a, *y = *(const lf_st_tensor *const *)b;
+    return (x->data > y->data) - (x->data < y->data);
+}
+
+/* Sorts the tensors by name (lf_st_find searches them) and rejects repeated
+ * names and metadata keys. */
+static lf_status check_unique(lf_st_file *f, char *msg, size_t msg_size)
+{
+    if (f->count) qsort(f->tensors, f->count, sizeof *f->tensors, by_name);
+    for (size_t i = 1; i < f->count; i++)
+        if (strcmp(f->tensors[i - 1].name, f->tensors[i].name) == 0)
+            return FAIL(LF_ERR_FORMAT, "duplicate tensor \"%s\"", f->tensors[i].name);
+    if (f->meta_count < 2) return LF_OK;
+    char **keys = malloc(f->meta_count * sizeof *keys);
+    if (!keys) return FAIL(LF_ERR_OUT_OF_MEMORY, "cannot sort %zu metadata keys", f->meta_count);
+    memcpy(keys, f->meta_keys, f->meta_count * sizeof *keys);
+    qsort(keys, f->meta_count, sizeof *keys, by_key);
+    lf_status st = LF_OK;
+    for (size_t i = 1; i < f->meta_count && st == LF_OK; i++)
+        if (strcmp(keys[i - 1], keys[i]) == 0)
+            st = FAIL(LF_ERR_FORMAT, "duplicate __metadata__ key \"%s\"", keys[i]);
+    free(keys);
+    return st;
+}
+
+/* Rejects tensors whose byte ranges share a byte; empty tensors hold none. */
+static lf_status check_overlap(const lf_st_file *f, const uint8_t *data, char *msg, size_t msg_size)
+{
+    if (f->count < 2) return LF_OK;
+    const lf_st_tensor **order = malloc(f->count * sizeof *order);
+    if (!order) return FAIL(LF_ERR_OUT_OF_MEMORY, "cannot sort %zu tensors", f->count);
+    size_t n = 0;
+    for (size_t i = 0; i < f->count; i++)
+        if (f->tensors[i].count) order[n++] = &f->tensors[i];
+    if (n) qsort(order, n, sizeof *order, by_offset);
+    lf_status st = LF_OK;
+    for (size_t i = 1; i < n && st == LF_OK; i++) {
+        const lf_st_tensor *a = order[i - 1], *b = order[i];
+        size_t a_end = (size_t)(a->data - data) + a->count * DTYPES[a->dtype].size;
+        size_t b_begin = (size_t)(b->data - data);
+        if (b_begin < a_end)
+            st = FAIL(LF_ERR_FORMAT, "tensors \"%s\" [%zu, %zu] and \"%s\" [%zu, %zu] overlap", a->name,
+                      (size_t)(a->data - data), a_end, b->name, b_begin,
+                      b_begin + b->count * DTYPES[b->dtype].size);
+    }
+    free(order);
+    return st;
+}
+
+/* Fills f from the parsed header object. */
+static lf_status read_header(lf_st_file *f, const cJSON *root, const uint8_t *data, size_t data_size,
+                             char *msg, size_t msg_size)
+{
+    size_t n = (size_t)cJSON_GetArraySize(root);
+    if (n) {
+        f->tensors = calloc(n, sizeof *f->tensors);
+        if (!f->tensors) return FAIL(LF_ERR_OUT_OF_MEMORY, "cannot allocate %zu tensors", n);
+    }
+    bool have_meta = false;
+    const cJSON *item;
+    cJSON_ArrayForEach(item, root) {
+        lf_status st;
+        if (strcmp(item->string, "__metadata__") == 0) {
+            if (have_meta) return FAIL(LF_ERR_FORMAT, "duplicate __metadata__");
+            have_meta = true;
+            st = read_metadata(f, item, msg, msg_size);
+        } else {
+            lf_st_tensor *t = &f->tensors[f->count++];
+            t->name = strdup(item->string);
+            st = t->name ? read_tensor(item, t, data, data_size, msg, msg_size)
+                         : FAIL(LF_ERR_OUT_OF_MEMORY, "cannot copy the name \"%s\"", item->string);
+        }
+        if (st != LF_OK) return st;
+    }
+    lf_status st = check_unique(f, msg, msg_size);
+    return st == LF_OK ? check_overlap(f, data, msg, msg_size) : st;
+}
+
+static bool json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+/* Parses f->bytes into f; on failure the caller frees what was filled. */
+static lf_status parse(lf_st_file *f, char *msg, size_t msg_size)
+{
+    if (f->size < 8)
+        return FAIL(LF_ERR_FORMAT, "file is %zu bytes, shorter than the 8-byte header length", f->size);
+    uint64_t n = ld64(f->bytes);
+    if (n > MAX_HEADER)
+        return FAIL(LF_ERR_FORMAT, "header length %" PRIu64 " is over the limit of %" PRIu64 " bytes", n,
+                    MAX_HEADER);
+    if (n > f->size - 8)
+        return FAIL(LF_ERR_FORMAT, "header length %" PRIu64 " runs past the end of the file (%zu bytes)", n,
+                    f->size);
+    const uint8_t *data = f->bytes + 8 + n;
+    size_t data_size = f->size - 8 - (size_t)n;
+
+    /* cJSON 1.7.15 reads a byte past the given length on input such as
+     * `{"a":1,` (cJSON issue #800): parse a NUL-terminated copy. */
+    char *text = malloc((size_t)n + 1);
+    if (!text) return FAIL(LF_ERR_OUT_OF_MEMORY, "cannot allocate the %" PRIu64 "-byte header", n);
+    memcpy(text, f->bytes + 8, (size_t)n);
+    text[n] = 0;
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, (size_t)n, &end, 0);
+    lf_status st = LF_OK;
+    if (!root) {
+        st = FAIL(LF_ERR_FORMAT, "header is not valid JSON (error near byte %td of %" PRIu64 ")",
+                  end ? end - text : 0, n);
+    } else {
+        /* Writers pad the header with spaces; anything else after the object is garbage. */
+        while (end < text + n && json_space(*end)) end++;
+        if (end < text + n)
+            st = FAIL(LF_ERR_FORMAT, "header has text after its JSON value, at byte %td", end - text);
+        else if (!cJSON_IsObject(root))
+            st = FAIL(LF_ERR_FORMAT, "header is not a JSON object");
+        else
+            st = read_header(f, root, data, data_size, msg, msg_size);
+    }
+    cJSON_Delete(root);
+    free(text);
+    return st;
+}
+
+lf_status lf_st_parse(uint8_t *bytes, size_t size, lf_st_file *out, char *msg, size_t msg_size)
+{
+    if (!out) {
+        free(bytes);
+        return FAIL(LF_ERR_ARGUMENT, "lf_st_parse: out is NULL");
+    }
+    memset(out, 0, sizeof *out);
+    if (!bytes) return FAIL(LF_ERR_ARGUMENT, "lf_st_parse: bytes is NULL");
+    out->bytes = bytes;
+    out->size = size;
+    lf_status st = parse(out, msg, msg_size);
+    if (st != LF_OK) lf_st_close(out);
+    return st;
+}
+
+lf_status lf_st_open(const char *path, lf_st_file *out, char *msg, size_t msg_size)
+{
+    if (!out) return FAIL(LF_ERR_ARGUMENT, "lf_st_open: out is NULL");
+    memset(out, 0, sizeof *out);
+    if (!path) return FAIL(LF_ERR_ARGUMENT, "lf_st_open: path is NULL");
+
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return FAIL(LF_ERR_IO, "cannot open \"%s\": %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(fp), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        fclose(fp);
+        return FAIL(LF_ERR_IO, "\"%s\" is not a regular file", path);
+    }
+    if ((uintmax_t)sb.st_size > SIZE_MAX) {
+        fclose(fp);
+        return FAIL(LF_ERR_OUT_OF_MEMORY, "\"%s\" does not fit in memory", path);
+    }
+    size_t size = (size_t)sb.st_size;
+    uint8_t *bytes = malloc(size ? size : 1);
+    if (!bytes) {
+        fclose(fp);
+        return FAIL(LF_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes for \"%s\"", size, path);
+    }
+    bool read_ok = fread(bytes, 1, size, fp) == size;
+    const char *why = ferror(fp) ? strerror(errno) : "the file shrank while being read";
+    fclose(fp);
+    if (!read_ok) {
+        free(bytes);
+        return FAIL(LF_ERR_IO, "cannot read \"%s\": %s", path, why);
+    }
+
+    lf_status st = lf_st_parse(bytes, size, out, msg, msg_size);
+    /* Put the path in front of what the parser said. */
+    char *inner = st != LF_OK && msg && msg_size ? strdup(msg) : NULL;
+    if (inner) FAIL(st, "%s: %s", path, inner);
+    free(inner);
+    return st;
+}
+
+void lf_st_close(lf_st_file *f)
+{
+    if (!f) return;
+    for (size_t i = 0; i < f->count; i++) free(f->tensors[i].name);
+    free(f->tensors);
+    for (size_t i = 0; i < f->meta_count; i++) {
+        free(f->meta_keys[i]);
+        free(f->meta_values[i]);
+    }
+    free(f->meta_keys);
+    free(f->meta_values);
+    free(f->bytes);
+    memset(f, 0, sizeof *f);
+}
+
+const lf_st_tensor *lf_st_find(const lf_st_file *f, const char *name)
+{
+    if (!f || !name || !f->count) return NULL;
+    lf_st_tensor key = {.name = (char *)name};
+    return bsearch(&key, f->tensors, f->count, sizeof *f->tensors, by_name);
+}
+
+const char *lf_st_meta(const lf_st_file *f, const char *key)
+{
+    if (!f || !key) return NULL;
+    for (size_t i = 0; i < f->meta_count; i++)
+        if (strcmp(f->meta_keys[i], key) == 0) return f->meta_values[i];
+    return NULL;
+}
+
+lf_status lf_st_to_f32(const lf_st_tensor *t, float *out, char *msg, size_t msg_size)
+{
+    if (!t || (!out && t->count)) return FAIL(LF_ERR_ARGUMENT, "lf_st_to_f32: tensor or out is NULL");
+    const uint8_t *p = t->data;
+    size_t n = t->count;
+    switch (t->dtype) {
+    case LF_ST_F32:
+        for (size_t i = 0; i < n; i++) out[i] = f32_from_bits(ld32(p + 4 * i));
+        return LF_OK;
+    case LF_ST_F16:
+        for (size_t i = 0; i < n; i++) out[i] = f16_to_f32(ld16(p + 2 * i));
+        return LF_OK;
+    case LF_ST_BF16: /* the top half of an f32 */
+        for (size_t i = 0; i < n; i++) out[i] = f32_from_bits((uint32_t)ld16(p + 2 * i) << 16);
+        return LF_OK;
+    case LF_ST_F64:
+        for (size_t i = 0; i < n; i++) {
+            uint64_t bits = ld64(p + 8 * i);
+            double d;
+            memcpy(&d, &bits, sizeof d);
+            out[i] = (float)d;
+        }
+        return LF_OK;
+    default:
+        return FAIL(LF_ERR_FORMAT, "tensor \"%s\" is %s, not a float type", t->name,
+                    lf_st_dtype_name(t->dtype));
+    }
+}
+
+lf_status lf_st_to_i64(const lf_st_tensor *t, int64_t *out, char *msg, size_t msg_size)
+{
+    if (!t || (!out && t->count)) return FAIL(LF_ERR_ARGUMENT, "lf_st_to_i64: tensor or out is NULL");
+    const uint8_t *p = t->data;
+    switch (t->dtype) {
+    case LF_ST_I32:
+        for (size_t i = 0; i < t->count; i++) {
+            uint32_t bits = ld32(p + 4 * i);
+            int32_t v;
+            memcpy(&v, &bits, sizeof v); /* two's complement, no conversion rules involved */
+            out[i] = v;
+        }
+        return LF_OK;
+    case LF_ST_I64:
+        for (size_t i = 0; i < t->count; i++) {
+            uint64_t bits = ld64(p + 8 * i);
+            memcpy(&out[i], &bits, sizeof bits);
+        }
+        return LF_OK;
+    default:
+        return FAIL(LF_ERR_FORMAT, "tensor \"%s\" is %s, not an integer type", t->name,
+                    lf_st_dtype_name(t->dtype));
+    }
+}
+
+/* ---- Writing ------------------------------------------------------------- */
+
+/* Integers go in as raw text: cJSON prints doubles above 10^15 inexactly. */
+static bool push_uint(cJSON *array, uint64_t v)
+{
+    char buf[24];
+    snprintf(buf, sizeof buf, "%" PRIu64, v);
+    cJSON *item = cJSON_CreateRaw(buf);
+    if (item && cJSON_AddItemToArray(array, item)) return true;
+    cJSON_Delete(item);
+    return false;
+}
+
+/* Checks one tensor to write; its byte size goes to *bytes. */
+static lf_status check_out(const lf_st_out *t, size_t *bytes, char *msg, size_t msg_size)
+{
+    if (!t->name) return FAIL(LF_ERR_ARGUMENT, "lf_st_write: a tensor has no name");
+    if (strcmp(t->name, "__metadata__") == 0)
+        return FAIL(LF_ERR_ARGUMENT, "lf_st_write: \"__metadata__\" is reserved, not a tensor name");
+    if (t->dtype != LF_ST_F32 && t->dtype != LF_ST_I32)
+        return FAIL(LF_ERR_ARGUMENT, "tensor \"%s\": cannot write dtype %s, only F32 and I32", t->name,
+                    lf_st_dtype_name(t->dtype));
+    if (t->ndim < 0 || t->ndim > LF_ST_MAX_DIMS || (t->ndim && !t->shape))
+        return FAIL(LF_ERR_ARGUMENT, "tensor \"%s\": ndim %d (or its shape) is invalid", t->name, t->ndim);
+    for (int i = 0; i < t->ndim; i++)
+        if (t->shape[i] < 0 || (uint64_t)t->shape[i] > MAX_EXACT)
+            return FAIL(LF_ERR_ARGUMENT, "tensor \"%s\": shape[%d] is %" PRId64, t->name, i, t->shape[i]);
+    size_t count;
+    if (!shape_count(t->shape, t->ndim, 4, &count))
+        return FAIL(LF_ERR_ARGUMENT, "tensor \"%s\": the shape overflows the address space", t->name);
+    if (count && !t->data) return FAIL(LF_ERR_ARGUMENT, "tensor \"%s\": data is NULL", t->name);
+    *bytes = count * 4;
+    return LF_OK;
+}
+
+/* The JSON header for the tensors, laid out in order, and the metadata. */
+static lf_status build_header(const lf_st_out *tensors, size_t count, const char *const *meta_kv,
+                              size_t meta_pairs, char **text, char *msg, size_t msg_size)
+{
+    cJSON *root = cJSON_CreateObject();
+    if (!root) return FAIL(LF_ERR_OUT_OF_MEMORY, "cannot build the header");
+    lf_status st = LF_OK;
+    uint64_t offset = 0;
+    for (size_t i = 0; i < count && st == LF_OK; i++) {
+        const lf_st_out *t = &tensors[i];
+        size_t bytes = 0;
+        st = check_out(t, &bytes, msg, msg_size);
+        if (st != LF_OK) break;
+        if (cJSON_GetObjectItemCaseSensitive(root, t->name)) {
+            st = FAIL(LF_ERR_ARGUMENT, "tensor \"%s\" is given twice", t->name);
+            break;
+        }
+        if (bytes > MAX_EXACT - offset) {
+            st = FAIL(LF_ERR_ARGUMENT, "tensor \"%s\": the data passes 2^53 bytes", t->name);
+            break;
+        }
+        cJSON *entry = cJSON_AddObjectToObject(root, t->name), *shape = NULL, *offsets = NULL;
+        bool ok = entry && cJSON_AddStringToObject(entry, "dtype", lf_st_dtype_name(t->dtype)) &&
+                  (shape = cJSON_AddArrayToObject(entry, "shape")) &&
+                  (offsets = cJSON_AddArrayToObject(entry, "data_offsets"));
+        for (int d = 0; d < t->ndim && ok; d++) ok = push_uint(shape, (uint64_t)t->shape[d]);
+        ok = ok && push_uint(offsets, offset) && push_uint(offsets, offset + bytes);
+        if (!ok) st = FAIL(LF_ERR_OUT_OF_MEMORY, "cannot build the header entry of \"%s\"", t->name);
+        offset += bytes;
+    }
+    if (st == LF_OK && meta_pairs) {
+        cJSON *meta = cJSON_AddObjectToObject(root, "__metadata__");
+        for (size_t i = 0; i < meta_pairs && st == LF_OK; i++) {
+            const char *key = meta_kv[2 * i], *value = meta_kv[2 * i + 1];
+            if (!meta) st = FAIL(LF_ERR_OUT_OF_MEMORY, "cannot build __metadata__");
+            else if (!key || !value)
+                st = FAIL(LF_ERR_ARGUMENT, "lf_st_write: metadata pair %zu has a NULL key or value", i);
+            else if (cJSON_GetObjectItemCaseSensitive(meta, key))
+                st = FAIL(LF_ERR_ARGUMENT, "lf_st_write: metadata key \"%s\" is given twice", key);
+            else if (!cJSON_AddStringToObject(meta, key, value))
+                st = FAIL(LF_ERR_OUT_OF_MEMORY, "cannot add metadata \"%s\"", key);
+        }
+    }
+    if (st == LF_OK) {
+        *text = cJSON_PrintUnformatted(root);
+        if (!*text) st = FAIL(LF_ERR_OUT_OF_MEMORY, "cannot print the header");
+    }
+    cJSON_Delete(root);
+    return st;
+}
+
+/* Writes count 4-byte values little-endian, whatever the host's order. */
+static bool write_le32(FILE *fp, const void *data, size_t count)
+{
+    uint8_t buf[4096];
+    const uint8_t *src = data;
+    while (count) {
+        size_t n = count < sizeof buf / 4 ? count : sizeof buf / 4;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t v;
+            memcpy(&v, src + 4 * i, 4);
+            st32(buf + 4 * i, v);
+        }
+        if (fwrite(buf, 4, n, fp) != n) return false;
+        src += 4 * n;
+        count -= n;
+    }
+    return true;
+}
+
+/* Length, header padded with spaces so the data starts 8-byte aligned, data. */
+static bool write_body(FILE *fp, const char *text, const lf_st_out *tensors, size_t count)
+{
+    size_t len = strlen(text), padded = (len + 7) / 8 * 8;
+    uint8_t head[8];
+    st64(head, padded);
+    bool ok = fwrite(head, 1, 8, fp) == 8 && fwrite(text, 1, len, fp) == len;
+    for (size_t i = len; i < padded && ok; i++) ok = fputc(' ', fp) != EOF;
+    for (size_t i = 0; i < count && ok; i++) {
+        size_t n = 0;
+        shape_count(tensors[i].shape, tensors[i].ndim, 4, &n); /* checked in build_header */
+        ok = write_le32(fp, tensors[i].data, n);
+    }
+    return ok;
+}
+
+lf_status lf_st_write(const char *path, const lf_st_out *tensors, size_t count,
+                      const char *const *meta_kv, size_t meta_pairs, char *msg, size_t msg_size)
+{
+    if (!path || (count && !tensors) || (meta_pairs && !meta_kv))
+        return FAIL(LF_ERR_ARGUMENT, "lf_st_write: path, tensors or meta_kv is NULL");
+    char *text = NULL;
+    lf_status st = build_header(tensors, count, meta_kv, meta_pairs, &text, msg, msg_size);
+    if (st != LF_OK) return st;
+
+    /* A reader never sees a half-written file: write aside, then rename. */
+    size_t tmp_size = strlen(path) + 32;
+    char *tmp = malloc(tmp_size);
+    if (!tmp) {
+        cJSON_free(text);
+        return FAIL(LF_ERR_OUT_OF_MEMORY, "cannot allocate a temporary name for \"%s\"", path);
+    }
+    snprintf(tmp, tmp_size, "%s.tmp.%ld", path, (long)getpid());
+    FILE *fp = fopen(tmp, "wb");
+    if (!fp) {
+        st = FAIL(LF_ERR_IO, "cannot create \"%s\": %s", tmp, strerror(errno));
+    } else {
+        bool ok = write_body(fp, text, tensors, count) && fflush(fp) == 0 && fsync(fileno(fp)) == 0;
+        int err = errno;
+        if (fclose(fp) != 0 && ok) {
+            ok = false;
+            err = errno;
+        }
+        if (!ok) st = FAIL(LF_ERR_IO, "cannot write \"%s\": %s", tmp, strerror(err));
+        else if (rename(tmp, path) != 0)
+            st = FAIL(LF_ERR_IO, "cannot rename \"%s\" to \"%s\": %s", tmp, path, strerror(errno));
+        if (st != LF_OK) remove(tmp);
+    }
+    free(tmp);
+    cJSON_free(text);
+    return st;
+}

@@ -1,0 +1,307 @@
+/*
+ * linformer.h - Linformer self-attention on any OpenCL device.
+ *
+ * Linformer (Wang et al., 2020, arXiv 2006.04768) compresses the key/value
+ * sequence axis with projections E, F (k x n): K~ = E K, V~ = F V, so attention
+ * costs O(n k) instead of O(n^2). The output keeps n rows. Beside it the library
+ * runs two exact baselines, `dense` (materialises the n x n scores) and `flash`
+ * (tiled over key blocks with an online softmax), so the trade can be measured.
+ *
+ * Conventions
+ *   - Every fallible function returns lf_status. LF_OK is 0. lf_status_string()
+ *     names a status; lf_context_last_error() says what happened, naming the
+ *     argument, tensor or OpenCL error (CL_OUT_OF_RESOURCES, never -5).
+ *   - Opaque handles come in create/free pairs; every free accepts NULL.
+ *   - Shapes are row-major and written next to each function.
+ *   - The library never aborts or exits and keeps no global mutable state.
+ *
+ * Threads
+ *   - Different contexts are independent: use one per thread freely.
+ *   - A context may be shared by threads. Every call that enqueues work on its
+ *     queue or changes one of its objects takes the context's lock, so calls on
+ *     one context are serialised, never interleaved. The last-error message is
+ *     per context: with several threads on one context read it right after the
+ *     failing call, or give each thread its own context.
+ *   - An object (layer, projection) must not be freed while another thread uses it.
+ */
+#ifndef LINFORMER_H
+#define LINFORMER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
+#ifdef __APPLE__
+#include <OpenCL/cl.h>
+#else
+#include <CL/cl.h>
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define LF_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#define LF_API __attribute__((visibility("default")))
+#else
+#define LF_API
+#endif
+
+/* ---- Version ------------------------------------------------------------ */
+#define LF_VERSION_MAJOR 0
+#define LF_VERSION_MINOR 1
+#define LF_VERSION_PATCH 0
+#define LF_VERSION_NUMBER (LF_VERSION_MAJOR * 10000 + LF_VERSION_MINOR * 100 + LF_VERSION_PATCH)
+#define LF_VERSION_STRING "0.1.0"
+
+LF_API unsigned lf_version_number(void);   /* LF_VERSION_NUMBER of the library */
+LF_API const char *lf_version_string(void); /* LF_VERSION_STRING of the library */
+
+/* ---- Status ------------------------------------------------------------- */
+typedef enum {
+    LF_OK = 0,
+    LF_ERR_ARGUMENT,      /* an argument is NULL, out of range or of the wrong shape */
+    LF_ERR_NO_DEVICE,     /* no OpenCL device, or none matches the selector */
+    LF_ERR_OUT_OF_MEMORY, /* host or device memory, or over the device's max allocation */
+    LF_ERR_OPENCL,        /* an OpenCL call failed; the message names the CL error */
+    LF_ERR_BUILD,         /* a kernel failed to compile; the message holds the build log */
+    LF_ERR_BLAS,          /* CLBlast failed; the message names its status */
+    LF_ERR_IO,            /* a file could not be opened, read or written */
+    LF_ERR_FORMAT,        /* a file is malformed: header, offsets, dtype, shapes, tensors */
+    LF_ERR_STATE,         /* the object is not ready, e.g. a weight was never set */
+    LF_ERR_UNSUPPORTED    /* valid, but not supported by this build or device */
+} lf_status;
+
+/* A constant name for a status, e.g. "LF_ERR_ARGUMENT"; never NULL. */
+LF_API const char *lf_status_string(lf_status status);
+
+/* The OpenCL name of an OpenCL error code, e.g. "CL_OUT_OF_RESOURCES". */
+LF_API const char *lf_cl_error_string(cl_int err);
+
+/* ---- Devices ------------------------------------------------------------ */
+typedef enum {
+    LF_DEVICE_GPU = 1,
+    LF_DEVICE_CPU = 2,
+    LF_DEVICE_ACCELERATOR = 4,
+    LF_DEVICE_OTHER = 8
+} lf_device_type;
+
+typedef struct {
+    unsigned platform_index; /* P in a "P:D" selector */
+    unsigned device_index;   /* D in a "P:D" selector */
+    lf_device_type type;
+    char platform_name[128];
+    char platform_version[128];
+    char device_name[128];
+    char vendor[128];
+    char driver_version[128];
+    uint64_t global_mem_bytes;
+    uint64_t max_alloc_bytes;
+    uint64_t local_mem_bytes;
+    unsigned compute_units;
+    size_t max_work_group_size;
+    int fp16; /* cl_khr_fp16 */
+    int fp64; /* cl_khr_fp64 */
+} lf_device_info;
+
+/*
+ * Lists every device of every platform, in platform order. Fills at most
+ * `capacity` entries of `out` (out may be NULL when capacity is 0) and sets
+ * *count to the number found. errbuf (may be NULL) receives a message on failure.
+ */
+LF_API lf_status lf_devices_list(lf_device_info *out, size_t capacity, size_t *count,
+                                 char *errbuf, size_t errbuf_size);
+
+/*
+ * Chooses a device from a list; a pure function that touches no device.
+ * selector: NULL or "" = the default (first GPU, else first accelerator, else
+ * first CPU, else the first device); "gpu", "cpu", "accelerator" = the first of
+ * that type; "P:D" = platform P, device D; anything else = the first device whose
+ * platform or device name contains it, case-insensitively. Leading and trailing
+ * blanks are ignored. An unmatched selector gives LF_ERR_NO_DEVICE and a message
+ * in errbuf that quotes the selector and lists the devices.
+ */
+LF_API lf_status lf_devices_select(const char *selector, const lf_device_info *devices,
+                                   size_t count, size_t *index, char *errbuf,
+                                   size_t errbuf_size);
+
+/* ---- Context ------------------------------------------------------------ */
+typedef struct lf_context lf_context;
+
+/*
+ * Opens the device that `selector` picks (see lf_devices_select); when selector
+ * is NULL the environment variable LINFORMER_DEVICE is used, else the default.
+ * The queue is in order with profiling enabled. On failure *out is NULL and the
+ * message goes to errbuf (may be NULL).
+ * Kernels are cached on disk under LINFORMER_CACHE_DIR (default
+ * $XDG_CACHE_HOME/linformer or ~/.cache/linformer; "off" disables the cache).
+ * LINFORMER_KERNEL_DIR, when set, loads the kernel sources from that folder
+ * instead of the copies built into the library.
+ */
+LF_API lf_status lf_context_create(const char *selector, lf_context **out, char *errbuf,
+                                   size_t errbuf_size);
+
+/*
+ * Wraps a host application's own context and in-order queue (retained, released
+ * by lf_context_free). The queue's device is used. Profiling timings are only
+ * available when the queue was created with CL_QUEUE_PROFILING_ENABLE.
+ */
+LF_API lf_status lf_context_create_from_cl(cl_context context, cl_command_queue queue,
+                                           lf_context **out, char *errbuf,
+                                           size_t errbuf_size);
+
+LF_API void lf_context_free(lf_context *ctx);
+
+/* The message of the last failure on this context; "" when none. Never NULL. */
+LF_API const char *lf_context_last_error(const lf_context *ctx);
+
+LF_API lf_status lf_context_device_info(const lf_context *ctx, lf_device_info *info);
+LF_API cl_context lf_context_cl_context(const lf_context *ctx);
+LF_API cl_command_queue lf_context_cl_queue(const lf_context *ctx);
+
+/* Waits for all work queued on the context. */
+LF_API lf_status lf_context_finish(lf_context *ctx);
+
+/* ---- Attention layer ---------------------------------------------------- */
+typedef enum {
+    LF_MODE_LINFORMER = 0, /* compressed keys/values: O(n k) */
+    LF_MODE_DENSE,         /* exact, n x n scores in memory, heads in chunks */
+    LF_MODE_FLASH          /* exact, key blocks with an online softmax, O(n) memory */
+} lf_mode;
+
+typedef enum {
+    LF_SHARE_NONE = 0,  /* one E and one F per key/value head: [kv_heads, k, max_seq_len] */
+    LF_SHARE_HEADWISE,  /* one E and one F for all heads: [k, max_seq_len] each */
+    LF_SHARE_KV,        /* one matrix E = F for all heads: [k, max_seq_len] */
+    LF_SHARE_LAYERWISE  /* E = F from an lf_projection that several layers share */
+} lf_sharing;
+
+typedef enum {
+    LF_PROJ_LEARNED = 0, /* a learned matrix, set with lf_attention_set_weight */
+    LF_PROJ_RANDOM,      /* fixed Johnson-Lindenstrauss matrix, N(0, 1/k), from `seed` */
+    LF_PROJ_MEAN_POOL,   /* mean over windows of w positions (E[j,i] = 1/w) */
+    LF_PROJ_MAX_POOL,    /* max over windows of w positions */
+    LF_PROJ_CONV         /* learned convolution, kernel = stride = w, no bias */
+} lf_proj_kind;
+
+typedef enum {
+    LF_POSITION_KV = 0, /* K~ = E (X Wk^T + bk): after the k/v projections (paper, lucidrains) */
+    LF_POSITION_INPUT   /* K~ = (E X) Wk^T + bk: on the layer input (fairseq) */
+} lf_position;
+
+typedef enum {
+    LF_PATH_AUTO = 0, /* fused while k keys fit the device's local memory, else GEMM */
+    LF_PATH_FUSED,    /* scores, softmax and P V~ in one kernel, no n x k buffer */
+    LF_PATH_GEMM      /* n x k scores through CLBlast and the softmax kernel */
+} lf_path;
+
+/*
+ * Window of the pooling and convolution projections: w = ceil(max_seq_len / k).
+ * Compressed row j covers positions [j w, (j+1) w) that are below the sequence's
+ * length; a window with no such position gives a zero row.
+ */
+typedef struct {
+    int d_model;     /* model width */
+    int heads;       /* query heads; d_model % heads == 0 unless d_head is set */
+    int d_head;      /* 0 = d_model / heads */
+    int kv_heads;    /* heads (default when 0), or 1: one key/value head for all queries */
+    int max_seq_len; /* n may be at most this; E, F have this many columns */
+    int k;           /* compressed length */
+    int bias_q, bias_k, bias_v, bias_out; /* 1 = that projection has a bias */
+    float scale;     /* 0 = 1/sqrt(d_head) */
+    lf_mode mode;
+    lf_sharing sharing;
+    lf_proj_kind proj_kind;
+    lf_position position; /* LF_POSITION_INPUT needs sharing other than NONE */
+    int share_kv;    /* values = keys (no Wv, bv), and F = E (lucidrains share_kv) */
+    uint64_t seed;   /* for LF_PROJ_RANDOM */
+    lf_path path;    /* Linformer attention path */
+} lf_attention_config;
+
+/* Fills *cfg with the defaults above for the given sizes. */
+LF_API void lf_attention_config_init(lf_attention_config *cfg, int d_model, int heads,
+                                     int max_seq_len, int k);
+
+/* A projection matrix E = F [k, max_seq_len] owned apart, shared by layers
+ * (LF_SHARE_LAYERWISE). Its kind is LF_PROJ_LEARNED or LF_PROJ_RANDOM. */
+typedef struct lf_projection lf_projection;
+
+LF_API lf_status lf_projection_create(lf_context *ctx, int k, int max_seq_len,
+                                      lf_proj_kind kind, uint64_t seed,
+                                      lf_projection **out);
+/* data: [k, max_seq_len] */
+LF_API lf_status lf_projection_set(lf_projection *proj, const float *data, size_t count);
+/* The projection is reference counted: layers using it keep it alive. */
+LF_API void lf_projection_free(lf_projection *proj);
+
+typedef struct lf_attention lf_attention;
+
+/* `shared` is the lf_projection for LF_SHARE_LAYERWISE, else NULL. */
+LF_API lf_status lf_attention_create(lf_context *ctx, const lf_attention_config *cfg,
+                                     lf_projection *shared, lf_attention **out);
+LF_API void lf_attention_free(lf_attention *layer);
+LF_API lf_status lf_attention_config_get(const lf_attention *layer, lf_attention_config *cfg);
+
+/*
+ * Sets one weight from a host array of `count` floats; the count is checked
+ * against the expected shape (D = d_model, H = heads, KV = kv_heads, dh = d_head):
+ *   "wq" [H*dh, D]  "wk" [KV*dh, D]  "wv" [KV*dh, D]  "wo" [D, H*dh]   (PyTorch Linear layout)
+ *   "bq" [H*dh]     "bk" [KV*dh]     "bv" [KV*dh]     "bo" [D]
+ *   "e", "f": learned: [KV, k, max_seq_len] for LF_SHARE_NONE, else [k, max_seq_len];
+ *             conv: [KV, w] for LF_SHARE_NONE, else [w]
+ * "wv", "bv" and "f" do not exist with share_kv; "f" does not exist with
+ * LF_SHARE_KV or LF_SHARE_LAYERWISE. LF_PROJ_RANDOM fills "e" and "f" at create.
+ */
+LF_API lf_status lf_attention_set_weight(lf_attention *layer, const char *name,
+                                         const float *data, size_t count);
+
+/* Fills every weight with seeded random values (uniform, +-1/sqrt(fan_in)). */
+LF_API lf_status lf_attention_init_random(lf_attention *layer, uint64_t seed);
+
+/*
+ * Runs the layer. x, y: [batch, n, d_model] host arrays; 1 <= n <= max_seq_len.
+ * lengths: NULL (every sequence has n rows) or [batch] with 0 <= lengths[b] <= n.
+ * Sequence b uses its first lengths[b] rows only; its rows past that are 0, and
+ * a sequence of length 0 gives zeros. Blocks until y is written.
+ */
+LF_API lf_status lf_attention_forward(lf_attention *layer, const float *x, float *y,
+                                      int batch, int n, const int32_t *lengths);
+
+/* The same on device buffers of this context (at least batch*n*d_model floats);
+ * queued in order on the context's queue, returns without waiting. */
+LF_API lf_status lf_attention_forward_cl(lf_attention *layer, cl_mem x, cl_mem y,
+                                         int batch, int n, const int32_t *lengths);
+
+/* Device time of the last forward, from its first to its last command, in ms
+ * (OpenCL profiling events; waits for that forward to finish). */
+LF_API lf_status lf_attention_last_time_ms(lf_attention *layer, double *ms);
+
+/* Device bytes held now: weights (projections included), and the workspace
+ * that forwards have grown to (it grows to the largest batch x n seen). */
+LF_API lf_status lf_attention_device_bytes(const lf_attention *layer, size_t *weights,
+                                           size_t *workspace);
+
+/*
+ * Loads one attention layer from a safetensors file in the state-dict names of
+ * lucidrains' LinformerSelfAttention (to_q.weight, to_k.weight, to_v.weight,
+ * proj_k, proj_v, to_out.weight, to_out.bias). heads: 0 = from the file's
+ * __metadata__ ("heads"), else given. mode: the attention mode to run.
+ * share_kv is inferred from a missing to_v, one_kv_head from to_k's rows, k and
+ * max_seq_len from proj_k [max_seq_len, k]. f16, bf16 and f64 tensors are
+ * converted. Unknown tensors are an error that names them.
+ */
+LF_API lf_status lf_attention_load(lf_context *ctx, const char *path, int heads,
+                                   lf_mode mode, lf_attention **out);
+
+LF_API const char *lf_mode_name(lf_mode mode); /* "linformer", "dense", "flash" */
+/* Parses "linformer", "dense" or "flash"; LF_ERR_ARGUMENT otherwise. */
+LF_API lf_status lf_mode_parse(const char *name, lf_mode *mode);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LINFORMER_H */

@@ -1,0 +1,84 @@
+#include "helpers.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+uint64_t lf_test_seed(void)
+{
+    static uint64_t counter;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t seed = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ (++counter * 0x9e3779b97f4a7c15ull);
+    cr_log_info("random seed %llu", (unsigned long long)seed);
+    return seed;
+}
+
+void lf_test_fill(float *x, size_t count, uint64_t *state, float lo, float hi)
+{
+    for (size_t i = 0; i < count; i++)
+        x[i] = lo + (hi - lo) * (float)lf__rand_uniform(state);
+}
+
+void lf_test_poison(float *x, size_t count)
+{
+    for (size_t i = 0; i < count; i++) x[i] = LF_POISON;
+}
+
+double lf_test_rel_err(const float *out, const double *ref, size_t count)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (!isfinite(out[i]) || out[i] == LF_POISON) return INFINITY;
+        double d = (double)out[i] - ref[i];
+        num += d * d;
+        den += ref[i] * ref[i];
+    }
+    if (den == 0) return sqrt(num);
+    return sqrt(num / den);
+}
+
+double lf_test_rel_err_f(const float *out, const float *ref, size_t count)
+{
+    double *r = malloc(count * sizeof *r);
+    cr_assert(r != NULL);
+    for (size_t i = 0; i < count; i++) r[i] = ref[i];
+    double e = lf_test_rel_err(out, r, count);
+    free(r);
+    return e;
+}
+
+lf_context *lf_test_context(void)
+{
+    char msg[1024] = "";
+    lf_context *ctx = NULL;
+    lf_status st = lf_context_create(NULL, &ctx, msg, sizeof msg);
+    cr_assert_eq(st, LF_OK, "no OpenCL context: %s (%s)", lf_status_string(st), msg);
+    return ctx;
+}
+
+int lf_test_system(const char *cmd, char *log, size_t log_size)
+{
+    char full[4096];
+    snprintf(full, sizeof full, "%s 2>&1", cmd);
+    FILE *p = popen(full, "r");
+    if (!p) return -1;
+    size_t used = 0;
+    char buf[512];
+    size_t got;
+    while ((got = fread(buf, 1, sizeof buf, p)) > 0) {
+        if (log && used + 1 < log_size) {
+            size_t take = got < log_size - used - 1 ? got : log_size - used - 1;
+            memcpy(log + used, buf, take);
+            used += take;
+        }
+    }
+    if (log && log_size) log[used] = 0;
+    int rc = pclose(p);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}

@@ -1,0 +1,28 @@
+/* helpers.h - what every test uses: random data, poison, error norms, a context. */
+#ifndef LF_TEST_HELPERS_H
+#define LF_TEST_HELPERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "linformer.h"
+
+/* A value no kernel writes: tests fill outputs with it first. */
+#define LF_POISON 1.2345e30f
+
+/* Fresh random data: each call draws from a generator seeded from the clock
+ * and a counter; the seed is printed on failure by the assertions below. */
+uint64_t lf_test_seed(void);
+void lf_test_fill(float *x, size_t count, uint64_t *state, float lo, float hi);
+void lf_test_poison(float *x, size_t count);
+/* ||out - ref|| / ||ref||; returns +inf when an element of out is poison, NaN or inf. */
+double lf_test_rel_err(const float *out, const double *ref, size_t count);
+double lf_test_rel_err_f(const float *out, const float *ref, size_t count);
+
+/* Opens the default device (LINFORMER_DEVICE applies); fails the test if none. */
+lf_context *lf_test_context(void);
+
+/* Runs a shell command, returns its exit status; output goes to `log` (may be NULL). */
+int lf_test_system(const char *cmd, char *log, size_t log_size);
+
+#endif

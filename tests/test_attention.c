@@ -1,0 +1,133 @@
+/* test_attention.c - every mode and variant against the double-precision reference. */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <stdio.h>
+
+#include "layer_case.h"
+
+#define TOL 1e-5
+
+static lf_context *ctx;
+static void setup(void) { ctx = lf_test_context(); }
+static void teardown(void) { lf_context_free(ctx); }
+TestSuite(attention, .init = setup, .fini = teardown, .timeout = 600);
+
+static lf_attention_config config(int d_model, int heads, int n_max, int k, lf_mode mode)
+{
+    lf_attention_config c;
+    lf_attention_config_init(&c, d_model, heads, n_max, k);
+    c.mode = mode;
+    return c;
+}
+
+static void expect_exact(lf_case *c, const char *what)
+{
+    double e = lf_case_run(ctx, c);
+    cr_expect_leq(e, TOL, "%s: relative error %.3g (mode %s, d_model %d, heads %d, d_head %d, n %d, k %d, batch %d)",
+                  what, e, lf_mode_name(c->cfg.mode), c->cfg.d_model, c->cfg.heads, c->cfg.d_head, c->n, c->cfg.k,
+                  c->batch);
+}
+
+Test(attention, modes_over_lengths)
+{
+    static const int ns[] = {1, 7, 64, 173};
+    for (int m = LF_MODE_LINFORMER; m <= LF_MODE_FLASH; m++)
+        for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+            lf_case c = {config(48, 2, 200, 16, (lf_mode)m), 2, ns[i], NULL};
+            expect_exact(&c, "modes over lengths");
+        }
+}
+
+Test(attention, head_widths_and_counts)
+{
+    /* d_head not dividing any tile; heads 1..16; d_head set apart from d_model */
+    static const struct { int d_model, heads, d_head; } shapes[] = {
+        {8, 1, 0}, {48, 2, 24}, {64, 1, 64}, {160, 2, 80}, {40, 16, 8}, {30, 4, 24}};
+    for (int m = LF_MODE_LINFORMER; m <= LF_MODE_FLASH; m++)
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+            lf_case c = {config(shapes[i].d_model, shapes[i].heads, 80, 16, (lf_mode)m), 1, 61, NULL};
+            c.cfg.d_head = shapes[i].d_head;
+            expect_exact(&c, "head widths");
+        }
+}
+
+Test(attention, compressed_lengths)
+{
+    /* k = 1, k < n, k > n (more compressed rows than the sequence has) */
+    static const int ks[] = {1, 16, 64, 300};
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
+        for (int path = LF_PATH_FUSED; path <= LF_PATH_GEMM; path++) {
+            lf_case c = {config(48, 3, 200, ks[i], LF_MODE_LINFORMER), 2, 173, NULL};
+            c.cfg.path = (lf_path)path;
+            expect_exact(&c, path == LF_PATH_FUSED ? "k, fused path" : "k, gemm path");
+        }
+}
+
+Test(attention, sharing_and_projection_kinds)
+{
+    static const lf_proj_kind kinds[] = {LF_PROJ_LEARNED, LF_PROJ_RANDOM, LF_PROJ_MEAN_POOL, LF_PROJ_MAX_POOL,
+                                         LF_PROJ_CONV};
+    static const int32_t lens[] = {57, 0, 13};
+    for (int s = LF_SHARE_NONE; s <= LF_SHARE_LAYERWISE; s++)
+        for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+            if (s == LF_SHARE_LAYERWISE && kinds[i] != LF_PROJ_LEARNED && kinds[i] != LF_PROJ_RANDOM) continue;
+            lf_case c = {config(48, 2, 64, 8, LF_MODE_LINFORMER), 3, 57, lens};
+            c.cfg.sharing = (lf_sharing)s;
+            c.cfg.proj_kind = kinds[i];
+            c.cfg.seed = 1234 + s;
+            char what[64];
+            snprintf(what, sizeof what, "sharing %d, projection kind %d", s, (int)kinds[i]);
+            expect_exact(&c, what);
+        }
+}
+
+Test(attention, input_side_projection_share_kv_and_one_kv_head)
+{
+    static const int32_t lens[] = {40, 7};
+    for (int pos = LF_POSITION_KV; pos <= LF_POSITION_INPUT; pos++)
+        for (int share_kv = 0; share_kv <= 1; share_kv++)
+            for (int kvh = 0; kvh <= 1; kvh++) {
+                lf_case c = {config(64, 4, 50, 12, LF_MODE_LINFORMER), 2, 40, lens};
+                c.cfg.position = (lf_position)pos;
+                c.cfg.share_kv = share_kv;
+                c.cfg.kv_heads = kvh; /* 0 = all heads, 1 = one key/value head */
+                expect_exact(&c, "position / share_kv / one kv head");
+            }
+    /* the exact modes with one key/value head */
+    for (int m = LF_MODE_DENSE; m <= LF_MODE_FLASH; m++) {
+        lf_case c = {config(64, 4, 50, 0, (lf_mode)m), 2, 40, lens};
+        c.cfg.kv_heads = 1;
+        expect_exact(&c, "exact modes, one kv head");
+    }
+}
+
+Test(attention, biases_and_scale)
+{
+    for (int mask = 0; mask < 16; mask += 5) {
+        lf_case c = {config(32, 2, 40, 8, LF_MODE_LINFORMER), 1, 33, NULL};
+        c.cfg.bias_q = mask & 1, c.cfg.bias_k = (mask >> 1) & 1, c.cfg.bias_v = (mask >> 2) & 1;
+        c.cfg.bias_out = (mask >> 3) & 1;
+        c.cfg.scale = mask ? 0.3f : 0.0f;
+        expect_exact(&c, "biases and scale");
+    }
+}
+
+Test(attention, mixed_lengths_match_alone)
+{
+    static const int32_t lens[] = {173, 1, 0, 100};
+    for (int m = LF_MODE_LINFORMER; m <= LF_MODE_FLASH; m++) {
+        lf_case c = {config(48, 2, 256, 32, (lf_mode)m), 4, 173, lens};
+        expect_exact(&c, "mixed lengths");
+        double d = lf_case_batch_vs_alone(ctx, &c);
+        cr_expect_leq(d, 1e-6, "mode %s: a sequence in a batch differs from itself alone by %.3g",
+                      lf_mode_name(c.cfg.mode), d);
+    }
+}
+
+Test(attention, long_sequence)
+{
+    for (int m = LF_MODE_LINFORMER; m <= LF_MODE_FLASH; m++) {
+        lf_case c = {config(64, 2, 512, 64, (lf_mode)m), 1, 512, NULL};
+        expect_exact(&c, "n = 512");
+    }
+}

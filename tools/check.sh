@@ -1,0 +1,12 @@
+#!/bin/sh
+# The whole test suite: sets up and builds like tools/setup.sh, runs every
+# Criterion test on the default OpenCL device, then builds a program against
+# the installed package.
+set -eu
+cd "$(dirname "$0")/.."
+tools/setup.sh
+
+# One test process at a time: each uses every core through the OpenCL device.
+export CRITERION_JOBS=1
+ctest --test-dir build --output-on-failure
+tests/consumer/check.sh

@@ -1,0 +1,91 @@
+/* cmd_devices.c - `linformer devices`: what OpenCL sees, and what a selector picks. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "linformer.h"
+
+static const char *type_name(lf_device_type t)
+{
+    switch (t) {
+    case LF_DEVICE_GPU: return "GPU";
+    case LF_DEVICE_CPU: return "CPU";
+    case LF_DEVICE_ACCELERATOR: return "accelerator";
+    default: return "other";
+    }
+}
+
+static void print_device(const lf_device_info *d, const char *mark)
+{
+    printf("%u:%u %s %s\n", d->platform_index, d->device_index, type_name(d->type), mark);
+    printf("    platform        %s (%s)\n", d->platform_name, d->platform_version);
+    printf("    device          %s\n", d->device_name);
+    printf("    vendor          %s\n", d->vendor);
+    printf("    driver          %s\n", d->driver_version);
+    printf("    global memory   %.1f MiB\n", (double)d->global_mem_bytes / (1 << 20));
+    printf("    max allocation  %.1f MiB\n", (double)d->max_alloc_bytes / (1 << 20));
+    printf("    local memory    %.1f KiB\n", (double)d->local_mem_bytes / 1024);
+    printf("    compute units   %u\n", d->compute_units);
+    printf("    max work-group  %zu\n", d->max_work_group_size);
+    printf("    fp16 / fp64     %s / %s\n", d->fp16 ? "yes" : "no", d->fp64 ? "yes" : "no");
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: linformer devices [--device SEL]\n\n"
+            "Lists every OpenCL platform and device and marks the default one.\n"
+            "With --device (or LINFORMER_DEVICE) shows the device SEL picks, or fails naming SEL.\n\n"
+            "SEL: empty = first GPU, else first accelerator, else first CPU;\n"
+            "     gpu | cpu | accelerator = the first of that type;\n"
+            "     P:D = platform P, device D;\n"
+            "     NAME or NAME:D = the first (or D-th) device whose platform or device name\n"
+            "     contains NAME, case-insensitively (e.g. nvidia, pocl).\n");
+}
+
+int cmd_devices(int argc, char **argv)
+{
+    const char *sel = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
+            sel = argv[++i];
+        } else {
+            fprintf(stderr, "linformer devices: unknown or incomplete option \"%s\"\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!sel) sel = getenv("LINFORMER_DEVICE");
+
+    char msg[4096] = "";
+    size_t count = 0;
+    lf_status st = lf_devices_list(NULL, 0, &count, msg, sizeof msg);
+    lf_device_info *devs = st == LF_OK ? calloc(count, sizeof *devs) : NULL;
+    if (st == LF_OK && !devs) st = LF_ERR_OUT_OF_MEMORY;
+    if (st == LF_OK) st = lf_devices_list(devs, count, &count, msg, sizeof msg);
+    if (st != LF_OK) {
+        fprintf(stderr, "linformer devices: %s: %s\n", lf_status_string(st), msg);
+        free(devs);
+        return 1;
+    }
+    size_t def = 0, pick = 0;
+    lf_devices_select(NULL, devs, count, &def, NULL, 0);
+    st = lf_devices_select(sel, devs, count, &pick, msg, sizeof msg);
+    if (st != LF_OK) {
+        fprintf(stderr, "linformer devices: %s: %s\n", lf_status_string(st), msg);
+        free(devs);
+        return 1;
+    }
+    for (size_t i = 0; i < count; i++)
+        print_device(&devs[i], i == def ? "(default)" : "");
+    if (sel && *sel) {
+        printf("\nselector \"%s\" picks %u:%u %s\n", sel, devs[pick].platform_index,
+               devs[pick].device_index, devs[pick].device_name);
+    }
+    free(devs);
+    return 0;
+}

@@ -1,0 +1,46 @@
+/* main.c - the `linformer` program: dispatch to a subcommand. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "linformer.h"
+
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} commands[] = {
+    {"devices", cmd_devices, "list OpenCL devices and show which one a selector picks"},
+    {"run", cmd_run, "run an attention layer from a safetensors model on a safetensors input"},
+    {"bench", cmd_bench, "benchmark Linformer against dense and flash attention"},
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: linformer <command> [options]   (linformer %s)\n\ncommands:\n", lf_version_string());
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\n`linformer <command> --help` describes a command's options.\n"
+                 "The device comes from --device SEL or LINFORMER_DEVICE (see `linformer devices --help`).\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("linformer %s\n", lf_version_string());
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "linformer: unknown command \"%s\"\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
