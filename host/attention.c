@@ -427,14 +427,6 @@ lf_status lf_attention_device_bytes(const lf_attention *layer, size_t *weights, 
 
 /* ---- Forward ---- */
 
-/* The device's work-group size for kernels: a power of two no larger than it. */
-static size_t group_size(lf_context *ctx, size_t want)
-{
-    size_t g = 1;
-    while (g * 2 <= want && g * 2 <= ctx->info.max_work_group_size) g *= 2;
-    return g;
-}
-
 static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
 /* y[rows, cols] (+)= bias; with mask, rows past their sequence's length become 0. */
@@ -450,9 +442,8 @@ static lf_status bias_rows(lf_attention *L, cl_mem y, size_t y_off, int ld, int 
     LF_TRY(lf__set_args(ctx, k, "bias_rows", 10, sizeof(cl_mem), &y, sizeof off, &off, sizeof ld, &ld,
                         sizeof cols, &cols, sizeof(cl_mem), &bias, sizeof boff, &boff, sizeof hb, &hb, sizeof(cl_mem), &L->lens,
                         sizeof rows_per_seq, &rows_per_seq, sizeof ml, &ml));
-    size_t local[2] = {group_size(ctx, 64), 1};
-    size_t global[2] = {round_up((size_t)cols, local[0]), (size_t)rows};
-    return lf__launch(ctx, k, "bias_rows", 2, global, local, &L->tl);
+    size_t global[2] = {(size_t)cols, (size_t)rows};
+    return lf__launch(ctx, k, "bias_rows", 2, global, NULL, &L->tl);
 }
 
 /* K~ / V~ (or E X, F X): see seq_project.cl for the arguments. */
@@ -468,21 +459,23 @@ static lf_status seq_project(lf_attention *L, cl_mem in, size_t in_off, int in_l
     const int e_hstride = per_head ? (matrix ? c->k * c->max_seq_len : L->window) : 0;
     const int e_gstride = L->f_separate ? (int)L->slots[P_F].offset : 0;
     const int kk = c->k, groups = L->groups;
-    const size_t tile = group_size(ctx, 256) >= 256 ? 16 : group_size(ctx, 256) >= 64 ? 8 : 1;
-    char opts[96];
-    snprintf(opts, sizeof opts, "-DTILE=%zu -DWINDOW_MAX=%d", tile, c->proj_kind == LF_PROJ_MAX_POOL);
+    char opts[64];
+    snprintf(opts, sizeof opts, "-DWINDOW_MAX=%d", c->proj_kind == LF_PROJ_MAX_POOL);
     const char *name = matrix ? "seq_project_matrix" : "seq_project_window";
     cl_kernel k;
-    LF_TRY(lf__kernel(ctx, "seq_project.cl", opts, name, &k));
+    size_t tile = 1;
+    LF_TRY(lf__kernel_sized(ctx, "seq_project.cl", opts, name, "TILE", 16, 2, &k, &tile));
     cl_ulong ioff = in_off, ooff = 0;
     LF_TRY(lf__set_args(ctx, k, name, 17, sizeof(cl_mem), &in, sizeof ioff, &ioff, sizeof in_ld, &in_ld,
                         sizeof in_gstride, &in_gstride, sizeof n, &n, sizeof(cl_mem), &out, sizeof ooff, &ooff,
                         sizeof out_ld, &out_ld, sizeof(cl_mem), &e, sizeof e_ld, &e_ld, sizeof e_gstride,
                         &e_gstride, sizeof e_hstride, &e_hstride, sizeof head_cols, &head_cols,
                         sizeof(cl_mem), &L->lens, sizeof cols, &cols, sizeof kk, &kk, sizeof groups, &groups));
-    size_t local[3] = {matrix ? tile : group_size(ctx, 64), matrix ? tile : 1, 1};
-    size_t global[3] = {round_up((size_t)cols, local[0]), round_up((size_t)kk, local[1]), (size_t)batch * groups};
-    return lf__launch(ctx, k, name, 3, global, local, &L->tl);
+    /* the matrix kernel stages tiles in local memory; the window kernel needs no group */
+    size_t local[3] = {tile, tile, 1};
+    size_t global[3] = {round_up((size_t)cols, tile), round_up((size_t)kk, tile), (size_t)batch * groups};
+    if (!matrix) global[0] = cols, global[1] = kk;
+    return lf__launch(ctx, k, name, 3, global, matrix ? local : NULL, &L->tl);
 }
 
 /* Where queries, keys and values sit for the attention step. */
@@ -498,14 +491,14 @@ static lf_status attention_tiled(lf_attention *L, lf_view q, lf_view k, lf_view 
 {
     lf_context *ctx = L->ctx;
     const int dh = L->dh;
-    size_t tq = group_size(ctx, 64);
     /* keys and values of a tile take 2 TK DH floats: at most half the local memory */
     size_t tk = 32;
     while (tk > 1 && 2 * tk * dh * sizeof(float) > ctx->info.local_mem_bytes / 2) tk /= 2;
     char opts[96];
-    snprintf(opts, sizeof opts, "-DDH=%d -DTQ=%zu -DTK=%zu", dh, tq, tk);
+    snprintf(opts, sizeof opts, "-DDH=%d -DTK=%zu", dh, tk);
     cl_kernel kr;
-    LF_TRY(lf__kernel(ctx, "attention.cl", opts, "attention_tiled", &kr));
+    size_t tq = 1;
+    LF_TRY(lf__kernel_sized(ctx, "attention.cl", opts, "attention_tiled", "TQ", 64, 1, &kr, &tq));
     cl_ulong qo = q.off, ko = k.off, vo = v.off, oo = o.off;
     cl_ulong qb = q.bstride, kb = k.bstride, vb = v.bstride, ob = o.bstride;
     const int heads = L->cfg.heads, kvh = L->kvh;
@@ -539,11 +532,9 @@ static lf_status attention_gemm(lf_attention *L, lf_view q, lf_view k, lf_view v
     size_t chunk = budget / per_head;
     if (chunk > heads) chunk = heads;
     LF_TRY(lf__reserve(ctx, &L->scores, &L->scores_cap, chunk * per_head, "attention scores"));
-    const size_t wg = group_size(ctx, 256);
-    char opts[32];
-    snprintf(opts, sizeof opts, "-DWG=%zu", wg);
     cl_kernel sm;
-    LF_TRY(lf__kernel(ctx, "softmax.cl", opts, "softmax_rows", &sm));
+    size_t wg = 1;
+    LF_TRY(lf__kernel_sized(ctx, "softmax.cl", "", "softmax_rows", "WG", 256, 1, &sm, &wg));
     const size_t kv_step = L->kvh == 1 ? 0 : dh; /* one key/value head serves all queries */
     for (int b = 0; b < batch; b++) {
         const int len = lengths[b];
@@ -608,6 +599,13 @@ static lf_status forward_locked(lf_attention *L, cl_mem x, cl_mem y, int batch, 
     if (st == LF_OK) st = lf__reserve(ctx, &L->att, &L->att_cap, rows * q * sizeof(float), "attention output");
     if (st != LF_OK) goto done;
     lf__timeline_reset(&L->tl);
+    /* A marker opens the timeline: CLBlast's event covers only its last kernel. */
+    cl_int err = clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, lf__event(&L->tl));
+    if (err != CL_SUCCESS) {
+        st = lf__cl_fail(ctx, err, "clEnqueueMarkerWithWaitList");
+        goto done;
+    }
+    lf__event_done(&L->tl);
 
     const bool lin = c->mode == LF_MODE_LINFORMER;
     const bool input_side = lin && c->position == LF_POSITION_INPUT;

@@ -80,6 +80,11 @@ lf_status lf__timeline_ms(lf_context *ctx, lf_timeline *t, double *ms);
  * per context, cached on disk. The kernel belongs to the context. */
 lf_status lf__kernel(lf_context *ctx, const char *file, const char *options,
                      const char *name, cl_kernel *out);
+/* The same, for a kernel whose work-group size is the build option `macro`:
+ * tries want, want/2, ... until the built kernel allows a group of that size
+ * to the power `dims` (a TILE x TILE group has dims 2); *size gets it. */
+lf_status lf__kernel_sized(lf_context *ctx, const char *file, const char *options, const char *name,
+                           const char *macro, size_t want, int dims, cl_kernel *out, size_t *size);
 void lf__programs_free(lf_context *ctx);
 /* Sets kernel arguments from (size, pointer) pairs; `what` names the kernel. */
 lf_status lf__set_args(lf_context *ctx, cl_kernel k, const char *what, int count, ...);

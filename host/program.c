@@ -153,9 +153,9 @@ static unsigned char *cache_load(const char *path, const char *key, size_t *bin_
 
 static void cache_store(const char *path, const char *key, const unsigned char *bin, size_t len)
 {
-    static unsigned counter; /* only makes names unique within a process */
+    /* process and thread make the name unique among writers at the same time */
     char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path, (long)getpid(), __sync_fetch_and_add(&counter, 1));
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%lx", path, (long)getpid(), (unsigned long)pthread_self());
     FILE *f = fopen(tmp, "wb");
     if (!f) return; /* the cache is an optimisation: failing to write it is not an error */
     uint64_t len64 = len, sum = fnv1a(FNV_INIT, bin, len);
@@ -288,6 +288,26 @@ lf_status lf__kernel(lf_context *ctx, const char *file, const char *options, con
     strcpy(e->kernels[i].name, name);
     e->kernels[i].kernel = k;
     *out = k;
+    return LF_OK;
+}
+
+lf_status lf__kernel_sized(lf_context *ctx, const char *file, const char *options, const char *name,
+                           const char *macro, size_t want, int dims, cl_kernel *out, size_t *size)
+{
+    /* start from what the device allows at all */
+    size_t s = 1;
+    while (s * 2 <= want && (dims == 1 ? s * 2 : s * s * 4) <= ctx->info.max_work_group_size) s *= 2;
+    for (;; s /= 2) {
+        char opts[256];
+        snprintf(opts, sizeof opts, "%s -D%s=%zu", options, macro, s);
+        LF_TRY(lf__kernel(ctx, file, opts, name, out));
+        size_t allowed = 0;
+        LF_CL_CHECK(ctx, clGetKernelWorkGroupInfo(*out, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof allowed,
+                                                  &allowed, NULL),
+                    "clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)");
+        if ((dims == 1 ? s : s * s) <= allowed || s == 1) break;
+    }
+    *size = s;
     return LF_OK;
 }
 

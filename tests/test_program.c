@@ -1,0 +1,374 @@
+/* test_program.c - building kernels and the disk cache of their binaries. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include "internal.h"
+
+#define SOFTMAX_FILE "softmax.cl"
+#define SOFTMAX_OPTS "-DWG=8"
+#define SOFTMAX_NAME "softmax_rows"
+
+static char tmpdir[256];
+
+/* A fresh folder for the test, removed (with what it holds, one level deep) at the end. */
+static void make_tmpdir(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/lf-test-program-XXXXXX");
+    cr_assert_not_null(mkdtemp(tmpdir), "mkdtemp: %s", strerror(errno));
+    unsetenv("LINFORMER_KERNEL_DIR");
+}
+
+static void remove_tree(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char path[1024];
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) remove_tree(path);
+        else unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+static void drop_tmpdir(void) { remove_tree(tmpdir); }
+
+TestSuite(cache, .init = make_tmpdir, .fini = drop_tmpdir, .timeout = 300);
+TestSuite(build, .init = make_tmpdir, .fini = drop_tmpdir, .timeout = 300);
+
+/* Regular files under dir, recursively; the path of the last one in `last`. */
+static int count_files(const char *dir, char *last, size_t last_size)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *e;
+    char path[1024];
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(path, &st) != 0) continue;
+        if (S_ISDIR(st.st_mode)) {
+            n += count_files(path, last, last_size);
+        } else {
+            n++;
+            if (last) snprintf(last, last_size, "%s", path);
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+static long file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+/* Runs softmax_rows from `k` on a fresh random matrix and checks it numerically:
+ * rows below rows_valid hold the softmax of their first cols_valid entries and
+ * zeros after; the rows past rows_valid are all zero. */
+static void check_softmax(lf_context *ctx, cl_kernel k)
+{
+    enum { ROWS = 5, LD = 21, COLS = 19, VALID = 4 };
+    uint64_t state = lf_test_seed();
+    float in[ROWS * LD], out[ROWS * LD];
+    lf_test_fill(in, ROWS * LD, &state, -6.0f, 6.0f);
+    in[3] = 60.0f; /* a large score: the row max must be subtracted */
+    lf_test_poison(out, ROWS * LD);
+    cl_mem buf = NULL;
+    cr_assert_eq(lf__alloc(ctx, sizeof in, "scores", &buf), LF_OK, "%s", lf_context_last_error(ctx));
+    cr_assert_eq(lf__upload(ctx, buf, 0, in, sizeof in), LF_OK, "%s", lf_context_last_error(ctx));
+    int ld = LD, n_rows = ROWS, rows_valid = VALID, cols_valid = COLS;
+    cr_assert_eq(lf__set_args(ctx, k, "softmax_rows", 5, sizeof buf, &buf, sizeof ld, &ld, sizeof n_rows,
+                              &n_rows, sizeof rows_valid, &rows_valid, sizeof cols_valid, &cols_valid),
+                 LF_OK, "%s", lf_context_last_error(ctx));
+    size_t global[2] = {8, ROWS}, local[2] = {8, 1};
+    cr_assert_eq(lf__launch(ctx, k, "softmax_rows", 2, global, local, NULL), LF_OK, "%s",
+                 lf_context_last_error(ctx));
+    cr_assert_eq(lf__download(ctx, buf, 0, out, sizeof out), LF_OK, "%s", lf_context_last_error(ctx));
+    lf__release(&buf);
+
+    double ref[ROWS * LD];
+    for (int r = 0; r < ROWS; r++) {
+        double m = -INFINITY, sum = 0;
+        for (int c = 0; c < COLS; c++) m = fmax(m, in[r * LD + c]);
+        for (int c = 0; c < COLS; c++) sum += exp((double)in[r * LD + c] - m);
+        for (int c = 0; c < LD; c++)
+            ref[r * LD + c] = (r < VALID && c < COLS) ? exp((double)in[r * LD + c] - m) / sum : 0.0;
+    }
+    double err = lf_test_rel_err(out, ref, ROWS * LD);
+    cr_expect_lt(err, 1e-5, "softmax relative error %.3g", err);
+    for (int r = 0; r < ROWS; r++)
+        for (int c = 0; c < LD; c++)
+            if (r >= VALID || c >= COLS)
+                cr_expect_eq(out[r * LD + c], 0.0f, "masked entry [%d,%d] = %g", r, c, out[r * LD + c]);
+}
+
+/* Opens a context and builds the softmax kernel; checks the counters it ends with. */
+static lf_context *build_softmax(unsigned hits, unsigned misses, cl_kernel *k)
+{
+    lf_context *ctx = lf_test_context();
+    lf_status st = lf__kernel(ctx, SOFTMAX_FILE, SOFTMAX_OPTS, SOFTMAX_NAME, k);
+    cr_assert_eq(st, LF_OK, "%s: %s", lf_status_string(st), lf_context_last_error(ctx));
+    cr_assert_not_null(*k);
+    cr_expect_eq(ctx->cache_hits, hits, "hits %u, expected %u", ctx->cache_hits, hits);
+    cr_expect_eq(ctx->cache_misses, misses, "misses %u, expected %u", ctx->cache_misses, misses);
+    return ctx;
+}
+
+/* First context: a miss that writes one entry; second: a hit. Returns the entry's path. */
+static void prime(char *entry, size_t size)
+{
+    setenv("LINFORMER_CACHE_DIR", tmpdir, 1);
+    cl_kernel k = NULL;
+    lf_context *ctx = build_softmax(0, 1, &k);
+    cr_expect_eq(ctx->cache_rejected, 0);
+    /* The same kernel again in the same context: from memory, no disk. */
+    cl_kernel k2 = NULL;
+    cr_assert_eq(lf__kernel(ctx, SOFTMAX_FILE, SOFTMAX_OPTS, SOFTMAX_NAME, &k2), LF_OK);
+    cr_expect_eq(k2, k, "the second lookup built a new kernel");
+    cr_expect_eq(ctx->cache_hits + ctx->cache_misses, 1);
+    check_softmax(ctx, k);
+    lf_context_free(ctx);
+    cr_assert_eq(count_files(tmpdir, entry, size), 1, "the first build left %d files", count_files(tmpdir, NULL, 0));
+    cr_assert_gt(file_size(entry), 0);
+    cr_expect_neq(strstr(entry, ".bin"), NULL, "entry %s", entry);
+
+    ctx = build_softmax(1, 0, &k);
+    cr_expect_eq(ctx->cache_rejected, 0);
+    check_softmax(ctx, k);
+    lf_context_free(ctx);
+    cr_expect_eq(count_files(tmpdir, NULL, 0), 1);
+}
+
+/* After the entry was damaged: the next context does not hit, still works and
+ * rewrites the entry; the one after hits again. */
+static void after_damage(const char *entry)
+{
+    cl_kernel k = NULL;
+    lf_context *ctx = lf_test_context();
+    lf_status st = lf__kernel(ctx, SOFTMAX_FILE, SOFTMAX_OPTS, SOFTMAX_NAME, &k);
+    cr_assert_eq(st, LF_OK, "%s: %s", lf_status_string(st), lf_context_last_error(ctx));
+    cr_expect_eq(ctx->cache_hits, 0, "a damaged entry was used");
+    cr_expect_geq(ctx->cache_misses + ctx->cache_rejected, 1);
+    check_softmax(ctx, k);
+    lf_context_free(ctx);
+    char again[1024] = "";
+    cr_expect_eq(count_files(tmpdir, again, sizeof again), 1);
+    cr_expect_str_eq(again, entry);
+
+    ctx = build_softmax(1, 0, &k);
+    cr_expect_eq(ctx->cache_rejected, 0);
+    check_softmax(ctx, k);
+    lf_context_free(ctx);
+}
+
+Test(cache, miss_then_hit)
+{
+    char entry[1024];
+    prime(entry, sizeof entry);
+    /* Other options are another entry. */
+    cl_kernel k = NULL;
+    lf_context *ctx = lf_test_context();
+    cr_assert_eq(lf__kernel(ctx, SOFTMAX_FILE, "-DWG=16", SOFTMAX_NAME, &k), LF_OK);
+    cr_expect_eq(ctx->cache_misses, 1);
+    lf_context_free(ctx);
+    cr_expect_eq(count_files(tmpdir, NULL, 0), 2);
+}
+
+Test(cache, truncated_entry_is_rebuilt)
+{
+    char entry[1024];
+    prime(entry, sizeof entry);
+    long size = file_size(entry);
+    cr_assert_eq(truncate(entry, size / 2), 0, "truncate: %s", strerror(errno));
+    after_damage(entry);
+    cr_expect_eq(file_size(entry), size, "the rewritten entry has %ld bytes, the first %ld", file_size(entry), size);
+}
+
+Test(cache, entry_cut_to_its_header_is_rebuilt)
+{
+    char entry[1024];
+    prime(entry, sizeof entry);
+    cr_assert_eq(truncate(entry, 12), 0);
+    after_damage(entry);
+}
+
+Test(cache, flipped_byte_is_rebuilt)
+{
+    char entry[1024];
+    prime(entry, sizeof entry);
+    long size = file_size(entry);
+    FILE *f = fopen(entry, "r+b");
+    cr_assert_not_null(f);
+    cr_assert_eq(fseek(f, size / 2, SEEK_SET), 0);
+    int c = fgetc(f);
+    cr_assert_neq(c, EOF);
+    cr_assert_eq(fseek(f, size / 2, SEEK_SET), 0);
+    fputc(c ^ 0x5a, f);
+    cr_assert_eq(fclose(f), 0);
+    after_damage(entry);
+}
+
+Test(cache, garbage_entry_is_rebuilt)
+{
+    char entry[1024];
+    prime(entry, sizeof entry);
+    long size = file_size(entry);
+    FILE *f = fopen(entry, "wb");
+    cr_assert_not_null(f);
+    uint64_t state = lf_test_seed();
+    for (long i = 0; i < size; i++) fputc((int)(lf__rand_next(&state) & 0xff), f);
+    cr_assert_eq(fclose(f), 0);
+    after_damage(entry);
+}
+
+Test(cache, off_writes_nothing)
+{
+    setenv("LINFORMER_CACHE_DIR", "off", 1);
+    /* Where the default would go, were the cache on. */
+    setenv("XDG_CACHE_HOME", tmpdir, 1);
+    setenv("HOME", tmpdir, 1);
+    cl_kernel k = NULL;
+    lf_context *ctx = build_softmax(0, 0, &k);
+    cr_expect_eq(ctx->cache_rejected, 0);
+    check_softmax(ctx, k);
+    lf_context_free(ctx);
+    ctx = build_softmax(0, 0, &k);
+    lf_context_free(ctx);
+    char dflt[600];
+    snprintf(dflt, sizeof dflt, "%s/linformer", tmpdir);
+    cr_expect_eq(count_files(dflt, NULL, 0), 0, "the cache wrote to %s with LINFORMER_CACHE_DIR=off", dflt);
+    snprintf(dflt, sizeof dflt, "%s/.cache/linformer", tmpdir);
+    cr_expect_eq(count_files(dflt, NULL, 0), 0, "the cache wrote to %s with LINFORMER_CACHE_DIR=off", dflt);
+    /* Nothing at all, unless the OpenCL driver keeps its own cache under HOME. */
+    if (getenv("POCL_CACHE_DIR"))
+        cr_expect_eq(count_files(tmpdir, NULL, 0), 0, "the cache wrote with LINFORMER_CACHE_DIR=off");
+    struct stat st;
+    cr_expect_neq(stat("off", &st), 0, "a folder named \"off\" was made");
+}
+
+Test(cache, default_folder_under_xdg_cache_home)
+{
+    unsetenv("LINFORMER_CACHE_DIR");
+    setenv("XDG_CACHE_HOME", tmpdir, 1);
+    cl_kernel k = NULL;
+    lf_context *ctx = build_softmax(0, 1, &k);
+    lf_context_free(ctx);
+    char sub[512];
+    snprintf(sub, sizeof sub, "%s/linformer", tmpdir);
+    cr_expect_eq(count_files(sub, NULL, 0), 1, "no entry under %s", sub);
+    ctx = build_softmax(1, 0, &k);
+    lf_context_free(ctx);
+}
+
+/* ---- Build errors and LINFORMER_KERNEL_DIR ---- */
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+    fputs(text, f);
+    cr_assert_eq(fclose(f), 0);
+}
+
+Test(build, compile_error_gives_the_log)
+{
+    char cache[512], path[512];
+    snprintf(cache, sizeof cache, "%s/cache", tmpdir);
+    setenv("LINFORMER_CACHE_DIR", cache, 1);
+    snprintf(path, sizeof path, "%s/broken.cl", tmpdir);
+    write_text(path, "kernel void broken(global float *x)\n{\n    x[0] = lf_no_such_identifier_q7 * 2.0f;\n}\n");
+    setenv("LINFORMER_KERNEL_DIR", tmpdir, 1);
+
+    lf_context *ctx = lf_test_context();
+    cl_kernel k = (cl_kernel)(uintptr_t)1;
+    lf_status st = lf__kernel(ctx, "broken.cl", "-DWG=8", "broken", &k);
+    cr_expect_eq(st, LF_ERR_BUILD, "got %s: %s", lf_status_string(st), lf_context_last_error(ctx));
+    const char *msg = lf_context_last_error(ctx);
+    cr_expect_neq(strstr(msg, "lf_no_such_identifier_q7"), NULL, "no build log in: %s", msg);
+    cr_expect_neq(strstr(msg, "broken.cl"), NULL, "the file is not named: %s", msg);
+    /* Asking again fails again: a failed build is not remembered as a program. */
+    st = lf__kernel(ctx, "broken.cl", "-DWG=8", "broken", &k);
+    cr_expect_eq(st, LF_ERR_BUILD, "second try: %s", lf_status_string(st));
+    cr_expect_eq(count_files(cache, NULL, 0), 0, "a failed build was cached");
+
+    /* A missing file names its path. */
+    char missing[600];
+    snprintf(missing, sizeof missing, "%s/missing.cl", tmpdir);
+    st = lf__kernel(ctx, "missing.cl", "", "missing", &k);
+    cr_expect_eq(st, LF_ERR_IO, "got %s: %s", lf_status_string(st), lf_context_last_error(ctx));
+    cr_expect_neq(strstr(lf_context_last_error(ctx), missing), NULL, "path %s not named: %s", missing,
+                  lf_context_last_error(ctx));
+
+    /* The folder does not hold softmax.cl either. */
+    st = lf__kernel(ctx, SOFTMAX_FILE, SOFTMAX_OPTS, SOFTMAX_NAME, &k);
+    cr_expect_eq(st, LF_ERR_IO, "got %s", lf_status_string(st));
+
+    /* Back to the built-in sources: the same context still builds and runs. */
+    unsetenv("LINFORMER_KERNEL_DIR");
+    k = NULL;
+    st = lf__kernel(ctx, SOFTMAX_FILE, SOFTMAX_OPTS, SOFTMAX_NAME, &k);
+    cr_assert_eq(st, LF_OK, "%s: %s", lf_status_string(st), lf_context_last_error(ctx));
+    check_softmax(ctx, k);
+    lf_context_free(ctx);
+}
+
+Test(build, kernel_dir_sources_are_used)
+{
+    /* A source in LINFORMER_KERNEL_DIR replaces the built-in one of that name. */
+    setenv("LINFORMER_CACHE_DIR", "off", 1);
+    char path[512];
+    snprintf(path, sizeof path, "%s/softmax.cl", tmpdir);
+    write_text(path, "kernel void softmax_rows(global float *s, int ld, int n_rows, int rows_valid, int cols_valid)\n"
+                     "{ s[get_global_id(0)] = 42.0f; }\n");
+    setenv("LINFORMER_KERNEL_DIR", tmpdir, 1);
+    lf_context *ctx = lf_test_context();
+    cl_kernel k = NULL;
+    cr_assert_eq(lf__kernel(ctx, SOFTMAX_FILE, "", SOFTMAX_NAME, &k), LF_OK, "%s", lf_context_last_error(ctx));
+    float out[4];
+    lf_test_poison(out, 4);
+    cl_mem buf = NULL;
+    cr_assert_eq(lf__alloc(ctx, sizeof out, "buf", &buf), LF_OK);
+    int z = 0;
+    cr_assert_eq(lf__set_args(ctx, k, "softmax_rows", 5, sizeof buf, &buf, sizeof z, &z, sizeof z, &z,
+                              sizeof z, &z, sizeof z, &z), LF_OK);
+    size_t global = 4;
+    cr_assert_eq(lf__launch(ctx, k, "softmax_rows", 1, &global, NULL, NULL), LF_OK, "%s", lf_context_last_error(ctx));
+    cr_assert_eq(lf__download(ctx, buf, 0, out, sizeof out), LF_OK);
+    lf__release(&buf);
+    for (int i = 0; i < 4; i++) cr_expect_eq(out[i], 42.0f, "out[%d] = %g", i, out[i]);
+    lf_context_free(ctx);
+}
+
+Test(build, unknown_kernel_name)
+{
+    setenv("LINFORMER_CACHE_DIR", tmpdir, 1);
+    lf_context *ctx = lf_test_context();
+    cl_kernel k = NULL;
+    lf_status st = lf__kernel(ctx, SOFTMAX_FILE, SOFTMAX_OPTS, "no_such_kernel", &k);
+    cr_expect_neq(st, LF_OK);
+    cr_expect_neq(strstr(lf_context_last_error(ctx), "no_such_kernel"), NULL, "%s", lf_context_last_error(ctx));
+    st = lf__kernel(ctx, "no_such_file.cl", "", "x", &k);
+    cr_expect_neq(st, LF_OK);
+    cr_expect_neq(strstr(lf_context_last_error(ctx), "no_such_file.cl"), NULL, "%s", lf_context_last_error(ctx));
+    /* The program itself was fine and is still usable. */
+    st = lf__kernel(ctx, SOFTMAX_FILE, SOFTMAX_OPTS, SOFTMAX_NAME, &k);
+    cr_assert_eq(st, LF_OK, "%s", lf_context_last_error(ctx));
+    check_softmax(ctx, k);
+    lf_context_free(ctx);
+}
