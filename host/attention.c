@@ -3,9 +3,10 @@
  *
  * Data path of one forward (see DESIGN.md):
  *   x [B,n,D] -> Q,K,V = x W^T + b (one CLBlast GEMM over the fused weights)
- *   linformer: K~ = E K, V~ = F V per sequence (seq_project.cl; padded rows never
- *              enter), then attention over the k compressed rows, fused
- *              (attention.cl) or through an n x k score matrix (CLBlast + softmax.cl)
+ *   linformer: K~ = E K, V~ = F V per sequence (CLBlast, or seq_project.cl for
+ *              pooling and convolution; padded rows never enter), then attention
+ *              over the k compressed rows, fused (attention.cl) or through an
+ *              n x k score matrix (CLBlast + softmax.cl)
  *   flash:     attention.cl over the sequence's own keys
  *   dense:     n x n scores per head chunk, masked softmax, P V (CLBlast + softmax.cl)
  *   -> y = O Wo^T + bo, rows past each length set to 0 (elementwise.cl).
@@ -199,6 +200,8 @@ static lf_status check_config(lf_context *ctx, const lf_attention_config *c, lf_
         return lf__fail(ctx, LF_ERR_ARGUMENT, "d_model, heads x d_head or max_seq_len is too large");
     if (c->mode == LF_MODE_FLASH && dh > LF_MAX_DH_TILED)
         return lf__fail(ctx, LF_ERR_UNSUPPORTED, "flash mode supports d_head up to %d, got %d", LF_MAX_DH_TILED, dh);
+    if (c->mode != LF_MODE_LINFORMER && shared)
+        return lf__fail(ctx, LF_ERR_ARGUMENT, "shared is given but mode %s has no projection", lf_mode_name(c->mode));
     if (c->mode != LF_MODE_LINFORMER) return LF_OK;
 
     if (c->k <= 0) return lf__fail(ctx, LF_ERR_ARGUMENT, "k must be positive, got %d", c->k);
@@ -446,36 +449,58 @@ static lf_status bias_rows(lf_attention *L, cl_mem y, size_t y_off, int ld, int 
     return lf__launch(ctx, k, "bias_rows", 2, global, NULL, &L->tl);
 }
 
-/* K~ / V~ (or E X, F X): see seq_project.cl for the arguments. */
+/* K~ / V~ (or E x, F x): out[b, j, g*cols + c] = sum over i < len[b] of
+ * P_g[j, i] in[b, i, g*in_gstride + c] for group g (0: E, 1: F) and column c;
+ * with per-head projections, head h = c / head_cols has its own P. Padded rows
+ * never enter: a matrix projection is one CLBlast GEMM per sequence whose inner
+ * dimension is that sequence's length (strided-batched over groups and heads);
+ * pooling and convolution are one launch of seq_project.cl for the batch. */
 static lf_status seq_project(lf_attention *L, cl_mem in, size_t in_off, int in_ld, int in_gstride, int n,
-                             cl_mem out, int out_ld, int cols, int head_cols, int batch)
+                             cl_mem out, int out_ld, int cols, int head_cols, int batch, const int32_t *lengths)
 {
     lf_context *ctx = L->ctx;
     const lf_attention_config *c = &L->cfg;
     const bool matrix = c->proj_kind == LF_PROJ_LEARNED || c->proj_kind == LF_PROJ_RANDOM;
     cl_mem e = c->sharing == LF_SHARE_LAYERWISE ? L->shared->e : L->proj;
-    const int per_head = c->sharing == LF_SHARE_NONE && c->proj_kind != LF_PROJ_MEAN_POOL;
-    const int e_ld = matrix ? c->max_seq_len : L->window;
-    const int e_hstride = per_head ? (matrix ? c->k * c->max_seq_len : L->window) : 0;
+    const bool per_head = c->sharing == LF_SHARE_NONE && c->proj_kind != LF_PROJ_MEAN_POOL;
     const int e_gstride = L->f_separate ? (int)L->slots[P_F].offset : 0;
     const int kk = c->k, groups = L->groups;
+    if (matrix) {
+        const size_t width = per_head ? (size_t)head_cols : (size_t)cols, N = c->max_seq_len;
+        for (int b = 0; b < batch; b++) {
+            const size_t out_off = (size_t)b * kk * out_ld;
+            if (lengths[b] == 0) { /* nothing to project: zero rows, as the sum is empty */
+                const float zero = 0.0f;
+                cl_int err = clEnqueueFillBuffer(ctx->queue, out, &zero, sizeof zero, out_off * sizeof(float),
+                                                 (size_t)kk * out_ld * sizeof(float), 0, NULL, lf__event(&L->tl));
+                if (err != CL_SUCCESS) return lf__cl_fail(ctx, err, "clEnqueueFillBuffer(seq_project)");
+                lf__event_done(&L->tl, "seq_project");
+                continue;
+            }
+            lf_gemm_args g = {.m = kk, .n = width, .k = lengths[b], .alpha = 1.0f,
+                              .a = e, .lda = N, .a_stride = per_head ? kk * N : (size_t)e_gstride,
+                              .b = in, .b_off = in_off + (size_t)b * n * in_ld, .ldb = in_ld,
+                              .b_stride = per_head ? width : (size_t)in_gstride,
+                              .c = out, .c_off = out_off, .ldc = out_ld, .c_stride = width,
+                              .batch = per_head ? (size_t)groups * L->kvh : (size_t)groups, .what = "seq_project"};
+            LF_TRY(lf__gemm(ctx, &g, &L->tl));
+        }
+        return LF_OK;
+    }
+    const int e_hstride = per_head ? L->window : 0;
     char opts[64];
     snprintf(opts, sizeof opts, "-DWINDOW_MAX=%d", c->proj_kind == LF_PROJ_MAX_POOL);
-    const char *name = matrix ? "seq_project_matrix" : "seq_project_window";
     cl_kernel k;
-    size_t tile = 1;
-    LF_TRY(lf__kernel_sized(ctx, "seq_project.cl", opts, name, "TILE", 16, 2, &k, &tile));
+    LF_TRY(lf__kernel(ctx, "seq_project.cl", opts, "seq_project_window", &k));
     cl_ulong ioff = in_off, ooff = 0;
-    LF_TRY(lf__set_args(ctx, k, name, 17, sizeof(cl_mem), &in, sizeof ioff, &ioff, sizeof in_ld, &in_ld,
-                        sizeof in_gstride, &in_gstride, sizeof n, &n, sizeof(cl_mem), &out, sizeof ooff, &ooff,
-                        sizeof out_ld, &out_ld, sizeof(cl_mem), &e, sizeof e_ld, &e_ld, sizeof e_gstride,
+    const int w = L->window;
+    LF_TRY(lf__set_args(ctx, k, "seq_project_window", 17, sizeof(cl_mem), &in, sizeof ioff, &ioff, sizeof in_ld,
+                        &in_ld, sizeof in_gstride, &in_gstride, sizeof n, &n, sizeof(cl_mem), &out, sizeof ooff,
+                        &ooff, sizeof out_ld, &out_ld, sizeof(cl_mem), &e, sizeof w, &w, sizeof e_gstride,
                         &e_gstride, sizeof e_hstride, &e_hstride, sizeof head_cols, &head_cols,
                         sizeof(cl_mem), &L->lens, sizeof cols, &cols, sizeof kk, &kk, sizeof groups, &groups));
-    /* the matrix kernel stages tiles in local memory; the window kernel needs no group */
-    size_t local[3] = {tile, tile, 1};
-    size_t global[3] = {round_up((size_t)cols, tile), round_up((size_t)kk, tile), (size_t)batch * groups};
-    if (!matrix) global[0] = cols, global[1] = kk;
-    return lf__launch(ctx, k, name, 3, global, matrix ? local : NULL, &L->tl);
+    size_t global[3] = {(size_t)cols, (size_t)kk, (size_t)batch * groups};
+    return lf__launch(ctx, k, "seq_project_window", 3, global, NULL, &L->tl);
 }
 
 /* Where queries, keys and values sit for the attention step. */
@@ -545,7 +570,8 @@ static lf_status attention_gemm(lf_attention *L, lf_view q, lf_view k, lf_view v
             lf_gemm_args s = {.trans_b = true, .m = n, .n = nk, .k = dh, .alpha = L->cfg.scale,
                               .a = q.buf, .a_off = q.off + b * q.bstride + h0 * dh, .lda = q.ld, .a_stride = dh,
                               .b = k.buf, .b_off = k.off + b * k.bstride + kvh0 * dh, .ldb = k.ld, .b_stride = kv_step,
-                              .c = L->scores, .ldc = nk, .c_stride = (size_t)n * nk, .batch = hc};
+                              .c = L->scores, .ldc = nk, .c_stride = (size_t)n * nk, .batch = hc,
+                              .what = "gemm scores"};
             LF_TRY(lf__gemm(ctx, &s, &L->tl));
             const int ldi = (int)nk, rows = n;
             LF_TRY(lf__set_args(ctx, sm, "softmax_rows", 5, sizeof(cl_mem), &L->scores, sizeof ldi, &ldi,
@@ -556,7 +582,7 @@ static lf_status attention_gemm(lf_attention *L, lf_view q, lf_view k, lf_view v
                                .a = L->scores, .lda = nk, .a_stride = (size_t)n * nk,
                                .b = v.buf, .b_off = v.off + b * v.bstride + kvh0 * dh, .ldb = v.ld, .b_stride = kv_step,
                                .c = o.buf, .c_off = o.off + b * o.bstride + h0 * dh, .ldc = o.ld, .c_stride = dh,
-                               .batch = hc};
+                               .batch = hc, .what = "gemm pv"};
             LF_TRY(lf__gemm(ctx, &pv, &L->tl));
         }
     }
@@ -605,13 +631,14 @@ static lf_status forward_locked(lf_attention *L, cl_mem x, cl_mem y, int batch, 
         st = lf__cl_fail(ctx, err, "clEnqueueMarkerWithWaitList");
         goto done;
     }
-    lf__event_done(&L->tl);
+    lf__event_done(&L->tl, NULL);
 
     const bool lin = c->mode == LF_MODE_LINFORMER;
     const bool input_side = lin && c->position == LF_POSITION_INPUT;
     /* Q, K, V = x W^T (only Q when the sequence projection comes first) */
     lf_gemm_args g = {.trans_b = true, .m = rows, .n = input_side ? q : C, .k = D, .alpha = 1.0f,
-                      .a = x, .lda = D, .b = L->w_qkv, .ldb = D, .c = L->qkv, .ldc = C};
+                      .a = x, .lda = D, .b = L->w_qkv, .ldb = D, .c = L->qkv, .ldc = C,
+                      .what = input_side ? "gemm q" : "gemm qkv"};
     if ((st = lf__gemm(ctx, &g, &L->tl)) != LF_OK) goto done;
     if ((st = bias_rows(L, L->qkv, 0, (int)C, input_side ? (int)q : (int)C, (int)rows, L->b_qkv, 0,
                         c->bias_q || c->bias_k || c->bias_v, n, false)) != LF_OK) goto done;
@@ -624,7 +651,7 @@ static lf_status forward_locked(lf_attention *L, cl_mem x, cl_mem y, int batch, 
         if ((st = lf__reserve(ctx, &L->comp, &L->comp_cap, batch * kc * comp_ld * sizeof(float), "K~|V~")) != LF_OK)
             goto done;
         if (!input_side) {
-            st = seq_project(L, L->qkv, q, (int)C, (int)kv, n, L->comp, (int)comp_ld, (int)kv, L->dh, batch);
+            st = seq_project(L, L->qkv, q, (int)C, (int)kv, n, L->comp, (int)comp_ld, (int)kv, L->dh, batch, lens);
         } else {
             /* E x (and F x), then K~ = (E x) Wk^T + bk, V~ = (F x) Wv^T + bv */
             const int xgroups = L->f_separate ? 2 : 1;
@@ -633,14 +660,14 @@ static lf_status forward_locked(lf_attention *L, cl_mem x, cl_mem y, int batch, 
             if (st == LF_OK) {
                 int saved = L->groups;
                 L->groups = xgroups;
-                st = seq_project(L, x, 0, (int)D, 0, n, L->xc, (int)xc_ld, (int)D, (int)D, batch);
+                st = seq_project(L, x, 0, (int)D, 0, n, L->xc, (int)xc_ld, (int)D, (int)D, batch, lens);
                 L->groups = saved;
             }
             for (int gi = 0; st == LF_OK && gi < L->groups; gi++) {
                 lf_gemm_args kvg = {.trans_b = true, .m = batch * kc, .n = kv, .k = D, .alpha = 1.0f,
                                     .a = L->xc, .a_off = (xgroups == 2 ? gi : 0) * D, .lda = xc_ld,
                                     .b = L->w_qkv, .b_off = (q + gi * kv) * D, .ldb = D,
-                                    .c = L->comp, .c_off = gi * kv, .ldc = comp_ld};
+                                    .c = L->comp, .c_off = gi * kv, .ldc = comp_ld, .what = "gemm kv"};
                 st = lf__gemm(ctx, &kvg, &L->tl);
             }
             if (st == LF_OK)
@@ -670,7 +697,7 @@ static lf_status forward_locked(lf_attention *L, cl_mem x, cl_mem y, int batch, 
 
     /* y = O Wo^T + bo, padded rows 0 */
     lf_gemm_args og = {.trans_b = true, .m = rows, .n = D, .k = q, .alpha = 1.0f,
-                       .a = L->att, .lda = q, .b = L->w_o, .ldb = q, .c = y, .ldc = D};
+                       .a = L->att, .lda = q, .b = L->w_o, .ldb = q, .c = y, .ldc = D, .what = "gemm out"};
     if ((st = lf__gemm(ctx, &og, &L->tl)) != LF_OK) goto done;
     st = bias_rows(L, y, 0, (int)D, (int)D, (int)rows, L->b_o, 0, c->bias_out, n, true);
 done:
@@ -725,6 +752,17 @@ lf_status lf_attention_forward(lf_attention *layer, const float *x, float *y, in
     if (st == LF_OK) st = forward_locked(layer, layer->x, layer->y, batch, n, lengths);
     if (st == LF_OK) st = lf__download(ctx, layer->y, 0, y, bytes);
     pthread_mutex_unlock(&ctx->lock);
+    return st;
+}
+
+lf_status lf_attention_last_profile(lf_attention *layer, lf_stage_time *stages, size_t capacity, size_t *count)
+{
+    if (!layer) return LF_ERR_ARGUMENT;
+    if (!count) return lf__fail(layer->ctx, LF_ERR_ARGUMENT, "count is NULL");
+    if (!stages && capacity) return lf__fail(layer->ctx, LF_ERR_ARGUMENT, "stages is NULL but capacity is %zu", capacity);
+    pthread_mutex_lock(&layer->ctx->lock);
+    lf_status st = lf__timeline_stages(layer->ctx, &layer->tl, stages, capacity, count);
+    pthread_mutex_unlock(&layer->ctx->lock);
     return st;
 }
 

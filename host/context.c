@@ -191,37 +191,84 @@ lf_status lf__reserve(lf_context *ctx, cl_mem *mem, size_t *capacity, size_t byt
 
 cl_event *lf__event(lf_timeline *t) { return t ? &t->pending : NULL; }
 
-void lf__event_done(lf_timeline *t)
+void lf__event_done(lf_timeline *t, const char *name)
 {
     if (!t || !t->pending) return;
-    if (!t->first) {
-        t->first = t->pending;
-        clRetainEvent(t->first);
+    if (t->count == LF_MAX_STEPS) {
+        clReleaseEvent(t->steps[--t->count].event);
+        t->overflow = true;
     }
-    if (t->last) clReleaseEvent(t->last);
-    t->last = t->pending;
+    t->steps[t->count++] = (lf_step){t->pending, name};
     t->pending = NULL;
 }
 
 void lf__timeline_reset(lf_timeline *t)
 {
-    if (t->first) clReleaseEvent(t->first);
-    if (t->last) clReleaseEvent(t->last);
+    for (int i = 0; i < t->count; i++) clReleaseEvent(t->steps[i].event);
     if (t->pending) clReleaseEvent(t->pending);
-    t->first = t->last = t->pending = NULL;
+    t->count = 0;
+    t->overflow = false;
+    t->pending = NULL;
+}
+
+/* Start and end of one command, in ns, once the whole timeline has finished. */
+static lf_status step_times(lf_context *ctx, cl_event e, cl_ulong *start, cl_ulong *end)
+{
+    LF_CL_CHECK(ctx, clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_START, sizeof *start, start, NULL),
+                "clGetEventProfilingInfo(CL_PROFILING_COMMAND_START)");
+    LF_CL_CHECK(ctx, clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_END, sizeof *end, end, NULL),
+                "clGetEventProfilingInfo(CL_PROFILING_COMMAND_END)");
+    return LF_OK;
+}
+
+static lf_status timeline_ready(lf_context *ctx, lf_timeline *t)
+{
+    if (t->count == 0) return lf__fail(ctx, LF_ERR_STATE, "no forward has run yet");
+    if (!ctx->profiling)
+        return lf__fail(ctx, LF_ERR_UNSUPPORTED, "the queue was created without CL_QUEUE_PROFILING_ENABLE");
+    LF_CL_CHECK(ctx, clWaitForEvents(1, &t->steps[t->count - 1].event), "clWaitForEvents");
+    return LF_OK;
 }
 
 lf_status lf__timeline_ms(lf_context *ctx, lf_timeline *t, double *ms)
 {
-    if (!t->first || !t->last) return lf__fail(ctx, LF_ERR_STATE, "no forward has run yet");
-    if (!ctx->profiling)
-        return lf__fail(ctx, LF_ERR_UNSUPPORTED, "the queue was created without CL_QUEUE_PROFILING_ENABLE");
-    LF_CL_CHECK(ctx, clWaitForEvents(1, &t->last), "clWaitForEvents");
-    cl_ulong start = 0, end = 0;
-    LF_CL_CHECK(ctx, clGetEventProfilingInfo(t->first, CL_PROFILING_COMMAND_START, sizeof start, &start, NULL),
-                "clGetEventProfilingInfo(CL_PROFILING_COMMAND_START)");
-    LF_CL_CHECK(ctx, clGetEventProfilingInfo(t->last, CL_PROFILING_COMMAND_END, sizeof end, &end, NULL),
-                "clGetEventProfilingInfo(CL_PROFILING_COMMAND_END)");
+    LF_TRY(timeline_ready(ctx, t));
+    cl_ulong start = 0, end = 0, s, e;
+    LF_TRY(step_times(ctx, t->steps[0].event, &start, &e));
+    LF_TRY(step_times(ctx, t->steps[t->count - 1].event, &s, &end));
     *ms = end > start ? (double)(end - start) * 1e-6 : 0.0;
+    return LF_OK;
+}
+
+lf_status lf__timeline_stages(lf_context *ctx, lf_timeline *t, lf_stage_time *stages, size_t capacity,
+                              size_t *count)
+{
+    LF_TRY(timeline_ready(ctx, t));
+    if (t->overflow)
+        return lf__fail(ctx, LF_ERR_STATE, "the last forward ran more than %d commands: only its total time is kept",
+                        LF_MAX_STEPS);
+    /* The queue is in order, so a command's stage gets the time from the end of
+     * the command before it to its own end: that counts the kernels CLBlast runs
+     * before the one whose event it returns. */
+    size_t n = 0;
+    cl_ulong s, e;
+    LF_TRY(step_times(ctx, t->steps[0].event, &s, &e));
+    for (int i = 0; i < t->count; i++) {
+        cl_ulong prev_end = e;
+        LF_TRY(step_times(ctx, t->steps[i].event, &s, &e));
+        if (i == 0 || !t->steps[i].name) continue;
+        s = prev_end;
+        size_t j = 0;
+        while (j < n && j < capacity && strcmp(stages[j].stage, t->steps[i].name) != 0) j++;
+        if (j == n) {
+            if (j < capacity) stages[j] = (lf_stage_time){t->steps[i].name, 0.0, 0};
+            n++;
+        }
+        if (j < capacity) {
+            stages[j].ms += e > s ? (double)(e - s) * 1e-6 : 0.0;
+            stages[j].commands++;
+        }
+    }
+    *count = n;
     return LF_OK;
 }

@@ -49,6 +49,6 @@ lf_status lf__gemm(lf_context *ctx, const lf_gemm_args *g, lf_timeline *t)
         return lf__fail(ctx, st, "CLBlast GEMM %zux%zux%zu (batch %zu) failed: %s (%d)", g->m, g->n,
                         g->k, g->batch, clblast_status_name(s), (int)s);
     }
-    lf__event_done(t);
+    lf__event_done(t, g->what ? g->what : "gemm");
     return LF_OK;
 }

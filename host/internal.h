@@ -64,16 +64,27 @@ lf_status lf__reserve(lf_context *ctx, cl_mem *mem, size_t *capacity, size_t byt
                       const char *what);
 
 /* ---- Event tracking for timings (context.c) ---- */
-/* A forward records its first and last command; lf__event() gives the slot the
- * next enqueue fills, lf__event_done() files it. */
+/* A forward records the event of each command it enqueues, with the name of
+ * its stage; lf__event() gives the slot the next enqueue fills and
+ * lf__event_done() files it. Past LF_MAX_STEPS commands the last slot keeps the
+ * newest, so the total stays right while the per-stage split is lost. */
+#define LF_MAX_STEPS 256
 typedef struct {
-    cl_event first, last;
+    cl_event event;
+    const char *name; /* a stage name, or NULL for a marker */
+} lf_step;
+typedef struct {
+    lf_step steps[LF_MAX_STEPS];
+    int count;
+    bool overflow;
     cl_event pending;
 } lf_timeline;
 cl_event *lf__event(lf_timeline *t);
-void lf__event_done(lf_timeline *t);
+void lf__event_done(lf_timeline *t, const char *name);
 void lf__timeline_reset(lf_timeline *t);
 lf_status lf__timeline_ms(lf_context *ctx, lf_timeline *t, double *ms);
+lf_status lf__timeline_stages(lf_context *ctx, lf_timeline *t, lf_stage_time *stages, size_t capacity,
+                              size_t *count);
 
 /* ---- Kernels (program.c) ---- */
 /* Returns a kernel of `file` (a cl/ source) built with `options`; built once
@@ -103,6 +114,7 @@ typedef struct {
     cl_mem b; size_t b_off, ldb, b_stride;
     cl_mem c; size_t c_off, ldc, c_stride;
     size_t batch; /* 0 or 1 = one GEMM */
+    const char *what; /* stage name in profiles; NULL = "gemm" */
 } lf_gemm_args;
 lf_status lf__gemm(lf_context *ctx, const lf_gemm_args *g, lf_timeline *t);
 

@@ -348,6 +348,6 @@ lf_status lf__launch(lf_context *ctx, cl_kernel k, const char *what, cl_uint dim
 {
     cl_int err = clEnqueueNDRangeKernel(ctx->queue, k, dims, NULL, global, local, 0, NULL, lf__event(t));
     if (err != CL_SUCCESS) return lf__cl_fail(ctx, err, what);
-    lf__event_done(t);
+    lf__event_done(t, what);
     return LF_OK;
 }

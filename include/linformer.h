@@ -121,7 +121,8 @@ LF_API lf_status lf_devices_list(lf_device_info *out, size_t capacity, size_t *c
  * selector: NULL or "" = the default (first GPU, else first accelerator, else
  * first CPU, else the first device); "gpu", "cpu", "accelerator" = the first of
  * that type; "P:D" = platform P, device D; anything else = the first device whose
- * platform or device name contains it, case-insensitively. Leading and trailing
+ * platform or device name contains it, case-insensitively, and "NAME:D" the D-th
+ * such device (from 0), e.g. "nvidia", "pocl:0". Leading and trailing
  * blanks are ignored. An unmatched selector gives LF_ERR_NO_DEVICE and a message
  * in errbuf that quotes the selector and lists the devices.
  */
@@ -279,6 +280,19 @@ LF_API lf_status lf_attention_forward_cl(lf_attention *layer, cl_mem x, cl_mem y
 /* Device time of the last forward, from its first to its last command, in ms
  * (OpenCL profiling events; waits for that forward to finish). */
 LF_API lf_status lf_attention_last_time_ms(lf_attention *layer, double *ms);
+
+/* Where the last forward's device time went: one entry per stage ("gemm qkv",
+ * "seq_project_matrix", "attention_tiled", "softmax_rows", "gemm out", ...), in
+ * the order the stages first ran, with the summed time of its commands (each
+ * from the end of the command before it to its own end). Fills
+ * at most `capacity` entries and sets *count to the number of stages. */
+typedef struct {
+    const char *stage; /* a constant string */
+    double ms;
+    unsigned commands;
+} lf_stage_time;
+LF_API lf_status lf_attention_last_profile(lf_attention *layer, lf_stage_time *stages, size_t capacity,
+                                           size_t *count);
 
 /* Device bytes held now: weights (projections included), and the workspace
  * that forwards have grown to (it grows to the largest batch x n seen). */
