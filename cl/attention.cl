@@ -10,9 +10,21 @@
  * Rows at or past len[b] are written as 0, and so is a row with no keys.
  *
  * q[b, i, h*DH + d] at q + q_off + b*q_bstride + i*q_ld, likewise k, v, o.
- * Build options: DH (head width), TQ (work-group size), TK (keys per tile).
+ * Build options: DH (head width), TQ (work-group size), TK (keys per tile),
+ * VW (vector width, 4 when it divides DH, else 1).
  * Global: (rows rounded up to TQ, heads, batch), local (TQ, 1, 1).
  */
+#if VW == 4
+typedef float4 vec;
+#define LOADV(i, p) vload4((i), (p))
+#define STOREV(x, i, p) vstore4((x), (i), (p))
+#else
+typedef float vec;
+#define LOADV(i, p) ((p)[i])
+#define STOREV(x, i, p) ((p)[i] = (x))
+#endif
+#define DV (DH / VW) /* vectors per row */
+
 kernel void attention_tiled(global const float *q, ulong q_off, int q_ld, ulong q_bstride,
                             global const float *kk, ulong k_off, int k_ld, ulong k_bstride,
                             global const float *vv, ulong v_off, int v_ld, ulong v_bstride,
@@ -20,8 +32,8 @@ kernel void attention_tiled(global const float *q, ulong q_off, int q_ld, ulong 
                             global const int *lengths, int n_rows, int key_count, int heads,
                             int kv_heads, float scale)
 {
-    local float kt[TK][DH];
-    local float vt[TK][DH];
+    local vec kt[TK][DV];
+    local vec vt[TK][DV];
     const int i = get_global_id(0), h = get_global_id(1), b = get_global_id(2);
     const int lid = get_local_id(0);
     const int len = lengths[b];
@@ -32,11 +44,11 @@ kernel void attention_tiled(global const float *q, ulong q_off, int q_ld, ulong 
     const global float *kb = kk + k_off + b * k_bstride + hk * DH;
     const global float *vb = vv + v_off + b * v_bstride + hk * DH;
 
-    float qr[DH], acc[DH];
+    vec qr[DV], acc[DV];
     const global float *qrow = q + q_off + b * q_bstride + (ulong)min(i, n_rows - 1) * q_ld + h * DH;
-    for (int d = 0; d < DH; d++) {
-        qr[d] = live ? qrow[d] * scale : 0.0f;
-        acc[d] = 0.0f;
+    for (int d = 0; d < DV; d++) {
+        qr[d] = live ? LOADV(d, qrow) * scale : (vec)0.0f;
+        acc[d] = (vec)0.0f;
     }
     float m = -INFINITY, l = 0.0f;
 
@@ -44,29 +56,29 @@ kernel void attention_tiled(global const float *q, ulong q_off, int q_ld, ulong 
      * every barrier, so the loop bound is the same for all of it. */
     for (int j0 = 0; j0 < (len > 0 ? nk : 0); j0 += TK) {
         const int tk = min(TK, nk - j0);
-        for (int t = lid; t < tk * DH; t += TQ) {
-            const int j = t / DH, d = t % DH;
-            kt[j][d] = kb[(ulong)(j0 + j) * k_ld + d];
-            vt[j][d] = vb[(ulong)(j0 + j) * v_ld + d];
+        for (int t = lid; t < tk * DV; t += TQ) {
+            const int j = t / DV, d = t % DV;
+            kt[j][d] = LOADV(d, kb + (ulong)(j0 + j) * k_ld);
+            vt[j][d] = LOADV(d, vb + (ulong)(j0 + j) * v_ld);
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         if (live) {
             float s[TK];
             float tile_max = -INFINITY;
             for (int j = 0; j < tk; j++) {
-                float dot = 0.0f;
-                for (int d = 0; d < DH; d++) dot += qr[d] * kt[j][d];
-                s[j] = dot;
-                tile_max = fmax(tile_max, dot);
+                vec part = qr[0] * kt[j][0];
+                for (int d = 1; d < DV; d++) part += qr[d] * kt[j][d];
+                s[j] = dot(part, (vec)1.0f);
+                tile_max = fmax(tile_max, s[j]);
             }
             const float m_new = fmax(m, tile_max);
             const float corr = exp(m - m_new); /* exp(-inf) = 0 on the first tile */
             l *= corr;
-            for (int d = 0; d < DH; d++) acc[d] *= corr;
+            for (int d = 0; d < DV; d++) acc[d] *= corr;
             for (int j = 0; j < tk; j++) {
                 const float p = exp(s[j] - m_new);
                 l += p;
-                for (int d = 0; d < DH; d++) acc[d] += p * vt[j][d];
+                for (int d = 0; d < DV; d++) acc[d] += p * vt[j][d];
             }
             m = m_new;
         }
@@ -75,5 +87,5 @@ kernel void attention_tiled(global const float *q, ulong q_off, int q_ld, ulong 
     if (i >= n_rows) return;
     global float *orow = o + o_off + b * o_bstride + (ulong)i * o_ld + h * DH;
     const float inv = (live && l > 0.0f) ? 1.0f / l : 0.0f;
-    for (int d = 0; d < DH; d++) orow[d] = acc[d] * inv;
+    for (int d = 0; d < DV; d++) STOREV(acc[d] * inv, d, orow);
 }

@@ -520,7 +520,7 @@ static lf_status attention_tiled(lf_attention *L, lf_view q, lf_view k, lf_view 
     size_t tk = 32;
     while (tk > 1 && 2 * tk * dh * sizeof(float) > ctx->info.local_mem_bytes / 2) tk /= 2;
     char opts[96];
-    snprintf(opts, sizeof opts, "-DDH=%d -DTK=%zu", dh, tk);
+    snprintf(opts, sizeof opts, "-DDH=%d -DTK=%zu -DVW=%d", dh, tk, dh % 4 == 0 ? 4 : 1);
     cl_kernel kr;
     size_t tq = 1;
     LF_TRY(lf__kernel_sized(ctx, "attention.cl", opts, "attention_tiled", "TQ", 64, 1, &kr, &tq));
@@ -564,6 +564,7 @@ static lf_status attention_gemm(lf_attention *L, lf_view q, lf_view k, lf_view v
     for (int b = 0; b < batch; b++) {
         const int len = lengths[b];
         const int cols_valid = key_count ? key_count : len;
+        if (cols_valid == 0) continue; /* rows past the length are set to 0 at the end */
         for (size_t h0 = 0; h0 < heads; h0 += chunk) {
             const size_t hc = heads - h0 < chunk ? heads - h0 : chunk;
             const size_t kvh0 = L->kvh == 1 ? 0 : h0;
@@ -578,7 +579,8 @@ static lf_status attention_gemm(lf_attention *L, lf_view q, lf_view k, lf_view v
                                 sizeof rows, &rows, sizeof len, &len, sizeof cols_valid, &cols_valid));
             size_t local[2] = {wg, 1}, global[2] = {wg, hc * n};
             LF_TRY(lf__launch(ctx, sm, "softmax_rows", 2, global, local, &L->tl));
-            lf_gemm_args pv = {.m = n, .n = dh, .k = nk, .alpha = 1.0f,
+            /* only the valid keys: 0 x NaN in a padded value row would be NaN */
+            lf_gemm_args pv = {.m = n, .n = dh, .k = (size_t)cols_valid, .alpha = 1.0f,
                                .a = L->scores, .lda = nk, .a_stride = (size_t)n * nk,
                                .b = v.buf, .b_off = v.off + b * v.bstride + kvh0 * dh, .ldb = v.ld, .b_stride = kv_step,
                                .c = o.buf, .c_off = o.off + b * o.bstride + h0 * dh, .ldc = o.ld, .c_stride = dh,
