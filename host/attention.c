@@ -419,12 +419,14 @@ lf_status lf_attention_device_bytes(const lf_attention *layer, size_t *weights, 
 {
     if (!layer) return LF_ERR_ARGUMENT;
     const lf_attention *L = layer;
+    pthread_mutex_lock(&L->ctx->lock); /* a forward on another thread may grow the workspace */
     if (weights)
         *weights = L->weight_bytes +
                    (L->shared ? (size_t)L->shared->k * L->shared->max_seq_len * sizeof(float) : 0);
     if (workspace)
         *workspace = L->x_cap + L->y_cap + L->qkv_cap + L->comp_cap + L->xc_cap + L->att_cap +
                      L->scores_cap + L->lens_cap;
+    pthread_mutex_unlock(&L->ctx->lock);
     return LF_OK;
 }
 

@@ -76,7 +76,7 @@ static lf_status kernel_source(lf_context *ctx, const char *file, char **text, s
                             path, strerror(errno));
         return LF_OK;
     }
-    for (const lf_kernel_source *s = lf_kernel_sources; s->name; s++) {
+    for (const lf_embedded_file *s = lf_kernel_sources; s->name; s++) {
         if (strcmp(s->name, file) != 0) continue;
         *text = malloc(s->size + 1);
         if (!*text) return lf__fail(ctx, LF_ERR_OUT_OF_MEMORY, "out of host memory for %s", file);

@@ -18,10 +18,15 @@
  * Threads
  *   - Different contexts are independent: use one per thread freely.
  *   - A context may be shared by threads. Every call that enqueues work on its
- *     queue or changes one of its objects takes the context's lock, so calls on
- *     one context are serialised, never interleaved. The last-error message is
- *     per context: with several threads on one context read it right after the
- *     failing call, or give each thread its own context.
+ *     queue, changes one of its objects or reads what a forward changes takes
+ *     the context's lock, so calls on one context are serialised, never
+ *     interleaved. The last-error message is per context and a failed argument
+ *     check writes it without the lock: with several threads on one context,
+ *     read it right after the failing call (another thread's failure may
+ *     replace it), or give each thread its own context.
+ *   - lf_context_free clears CLBlast's process-wide GEMM program cache, which
+ *     would otherwise keep every freed context alive; other live contexts
+ *     rebuild their GEMM programs once.
  *   - An object (layer, projection) must not be freed while another thread uses it.
  */
 #ifndef LINFORMER_H
@@ -268,6 +273,14 @@ LF_API lf_status lf_attention_init_random(lf_attention *layer, uint64_t seed);
  * lengths: NULL (every sequence has n rows) or [batch] with 0 <= lengths[b] <= n.
  * Sequence b uses its first lengths[b] rows only; its rows past that are 0, and
  * a sequence of length 0 gives zeros. Blocks until y is written.
+ * Non-finite inputs are not refused: inf and NaN propagate as IEEE arithmetic
+ * does, within their own sequence. Rows past a length are never read; the
+ * other sequences of the batch give the same bits as without them; a NaN in a
+ * valid row makes every valid row of its sequence NaN (every query attends to
+ * every key; LF_PROJ_MAX_POOL takes its max with fmax, which skips a NaN).
+ * Scores in the range +-1e4 give finite outputs (the softmax subtracts the row
+ * max). The same input on the same device and layer gives the same bits on
+ * every run.
  */
 LF_API lf_status lf_attention_forward(lf_attention *layer, const float *x, float *y,
                                       int batch, int n, const int32_t *lengths);

@@ -10,3 +10,4 @@ tools/setup.sh
 export CRITERION_JOBS=1
 ctest --test-dir build --output-on-failure
 tests/consumer/check.sh
+tools/check-robustness.sh

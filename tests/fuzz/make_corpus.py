@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Writes the seed files of fuzz_safetensors into corpus_safetensors/.
+"""Writes the seed files of fuzz_safetensors into corpus_safetensors/ and
+those of fuzz_loader into corpus_loader/.
 
-A few small valid files (every dtype, metadata, a scalar, an empty tensor) and
+A few small valid files (every dtype, metadata, a scalar, an empty tensor;
+attention layers in lucidrains' names in each variant the loader infers) and
 invalid ones one change away from valid, so the fuzzer starts near both edges.
 Standard library only: python3 tests/fuzz/make_corpus.py
 """
@@ -11,6 +13,7 @@ import struct
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "corpus_safetensors")
+OUT_LOADER = os.path.join(HERE, "corpus_loader")
 
 
 def safetensors(header, data, header_len=None):
@@ -75,5 +78,74 @@ def main():
             f.write(blob)
 
 
+def layer(d=8, heads=2, dh=4, kv_heads=2, n=6, k=3, share_kv=False, biases=True,
+          dtype="F32", meta=True, drop=(), extra=None, reshape=None):
+    """An attention layer in LinformerSelfAttention's state-dict names.
+    Values are a deterministic ramp; the fuzzer only needs the structure."""
+    q, kv = heads * dh, kv_heads * dh
+    shapes = {"to_q.weight": [q, d], "to_k.weight": [kv, d], "proj_k": [n, k],
+              "to_out.weight": [d, q], "to_out.bias": [d]}
+    if not share_kv:
+        shapes["to_v.weight"] = [kv, d]
+        shapes["proj_v"] = [n, k]
+    if biases:
+        shapes["to_q.bias"] = [q]
+        shapes["to_k.bias"] = [kv]
+        if not share_kv:
+            shapes["to_v.bias"] = [kv]
+    if extra:
+        shapes.update(extra)
+    if reshape:
+        shapes.update(reshape)
+    for name in drop:
+        shapes.pop(name, None)
+    width = {"F32": 4, "F16": 2, "BF16": 2, "F64": 8}[dtype]
+    header, data = {}, b""
+    if meta:
+        header["__metadata__"] = {"heads": str(heads), "format": "pt"}
+    for name in sorted(shapes):
+        count = 1
+        for s in shapes[name]:
+            count *= s
+        vals = [((i * 37) % 17 - 8) / 16.0 for i in range(count)]
+        if dtype == "F32":
+            blob = struct.pack("<%df" % count, *vals)
+        elif dtype == "F64":
+            blob = struct.pack("<%dd" % count, *vals)
+        elif dtype == "F16":
+            blob = struct.pack("<%de" % count, *vals)
+        else:  # BF16: the high half of the f32 bits
+            blob = b"".join(struct.pack("<f", v)[2:] for v in vals)
+        header[name] = entry(dtype, shapes[name], len(data), len(data) + len(blob))
+        data += blob
+    return safetensors(header, data)
+
+
+def loader_seeds():
+    return {
+        "valid_headwise.safetensors": layer(),
+        "valid_share_kv.safetensors": layer(share_kv=True),
+        "valid_one_kv_head.safetensors": layer(kv_heads=1),
+        "valid_no_biases_f16.safetensors": layer(biases=False, dtype="F16"),
+        "valid_bf16_one_head.safetensors": layer(heads=1, dh=8, dtype="BF16"),
+        "valid_f64_k_over_n.safetensors": layer(n=3, k=5, dtype="F64"),
+        "bad_no_heads.safetensors": layer(meta=False),
+        "bad_missing_out.safetensors": layer(drop=("to_out.weight",)),
+        "bad_unknown_tensor.safetensors": layer(extra={"net.layers.0.w": [2]}),
+        "bad_kv_rows.safetensors": layer(reshape={"to_k.weight": [3, 8]}),
+        "bad_proj_v_shape.safetensors": layer(reshape={"proj_v": [6, 2]}),
+        "bad_proj_v_alone.safetensors": layer(share_kv=True, extra={"proj_v": [6, 3]}),
+        "bad_rank.safetensors": layer(reshape={"proj_k": [6, 3, 1]}),
+    }
+
+
+def write(folder, seeds):
+    os.makedirs(folder, exist_ok=True)
+    for name, blob in seeds.items():
+        with open(os.path.join(folder, name), "wb") as f:
+            f.write(blob)
+
+
 if __name__ == "__main__":
     main()
+    write(OUT_LOADER, loader_seeds())

@@ -1,8 +1,9 @@
-# Writes OUT, a C file holding each OpenCL source in CL_DIR as a byte array,
-# and a table lf_kernel_sources[] of {file name, bytes, size}.
-file(GLOB SOURCES ${CL_DIR}/*.cl)
+# Writes OUT, a C file holding each file of DIR matching GLOB as a byte array,
+# and a table SYMBOL[] of {file name, bytes, size} that ends with a NULL name.
+# HEADER names the header that declares the table's type, lf_embedded_file.
+file(GLOB SOURCES ${DIR}/${GLOB})
 list(SORT SOURCES)
-set(body "/* Generated from the sources in cl/ at build time; do not edit. */\n#include <stddef.h>\n#include \"kernels.h\"\n\n")
+set(body "/* Generated from ${GLOB} at build time; do not edit. */\n#include <stddef.h>\n#include \"${HEADER}\"\n\n")
 set(table "")
 set(i 0)
 foreach(src ${SOURCES})
@@ -15,6 +16,6 @@ foreach(src ${SOURCES})
   string(APPEND table "    {\"${name}\", (const char *)src${i}, ${size}},\n")
   math(EXPR i "${i} + 1")
 endforeach()
-string(APPEND body "\nconst lf_kernel_source lf_kernel_sources[] = {\n${table}    {NULL, NULL, 0}\n};\n")
+string(APPEND body "\nconst lf_embedded_file ${SYMBOL}[] = {\n${table}    {NULL, NULL, 0}\n};\n")
 file(WRITE ${OUT}.tmp "${body}")
 file(RENAME ${OUT}.tmp ${OUT})

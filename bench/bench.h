@@ -1,0 +1,46 @@
+/* bench.h - what the parts of `linformer bench` share: the result of one measured point. */
+#ifndef LF_BENCH_H
+#define LF_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "linformer.h"
+
+typedef enum { BENCH_OK = 0, BENCH_OOM } bench_status;
+
+/* One row of the results: a device, a mode and a shape. Measurements that were
+ * not taken are NAN (times of an OOM point, rel_err where the reference is too
+ * costly, vs_exact when no exact mode ran, xdev on the first device). */
+typedef struct {
+    char device[16];       /* "P:D" selector of the device */
+    char device_name[128];
+    lf_mode mode;
+    int n, k;              /* k is 0 for the exact modes */
+    int batch, heads, d_model;
+    double ms_median, ms_min, ms_max;
+    double gflops;         /* matmul flops / median time */
+    uint64_t flops;        /* matmul flops of one forward (bench_count.h) */
+    uint64_t softmax_flops;
+    uint64_t bytes_moved;  /* estimate, see bench_count.h */
+    uint64_t device_bytes; /* layer weights + workspace (lf_attention_device_bytes) */
+    double rel_err;        /* ||y - ref|| / ||ref|| against the double-precision reference */
+    double vs_exact;       /* Linformer only: ||y - y_exact|| / ||y_exact||, exact = flash or dense */
+    double xdev;           /* ||y - y_first|| / ||y_first||, y_first from the first device */
+    bench_status status;
+} bench_row;
+
+typedef struct {
+    bench_row *rows;
+    size_t count, capacity;
+} bench_results;
+
+/* Appends a copy of *row; returns a pointer to the stored row or NULL when out of memory. */
+bench_row *bench_results_add(bench_results *r, const bench_row *row);
+void bench_results_free(bench_results *r);
+/* The row of (device, mode, n, k) or NULL. */
+const bench_row *bench_results_find(const bench_results *r, const char *device, lf_mode mode, int n, int k);
+
+const char *bench_status_name(bench_status s); /* "ok", "OOM" */
+
+#endif

@@ -1,0 +1,75 @@
+/*
+ * fuzz_loader.c - libFuzzer target for lf_attention_load, the model loader on
+ * top of the safetensors reader. Each input is written to a temporary file and
+ * loaded in one of the three modes on a context opened once in
+ * LLVMFuzzerInitialize; whatever loads must describe itself consistently and is
+ * freed. Any input must load or fail with a status and a message, cheaply:
+ * shapes that would need huge allocations are refused before any is made.
+ * Run with a small -max_len, e.g.
+ *   fuzz_loader -max_len=4096 -max_total_time=60 corpus_loader_copy/
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "linformer.h"
+
+static lf_context *ctx;
+static char path[4096];
+
+static void cleanup(void)
+{
+    if (path[0]) unlink(path);
+    lf_context_free(ctx);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    char msg[1024] = "";
+    if (lf_context_create(NULL, &ctx, msg, sizeof msg) != LF_OK) {
+        fprintf(stderr, "fuzz_loader: no OpenCL context: %s\n", msg);
+        abort();
+    }
+    const char *dir = getenv("TMPDIR");
+    snprintf(path, sizeof path, "%s/lf_fuzz_loader_XXXXXX", dir && *dir ? dir : "/tmp");
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        perror("fuzz_loader: mkstemp");
+        abort();
+    }
+    close(fd);
+    atexit(cleanup);
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f) abort();
+    if (size && fwrite(data, 1, size, f) != size) abort();
+    if (fclose(f) != 0) abort();
+
+    /* The mode varies with the input, so every mode's layout is fuzzed. */
+    const lf_mode mode = (lf_mode)(size % 3);
+    lf_attention *layer = (lf_attention *)0x1;
+    lf_status st = lf_attention_load(ctx, path, 0, mode, &layer);
+    if (st != LF_OK) {
+        if (layer != NULL) __builtin_trap();                    /* *out is NULL on failure */
+        if (lf_context_last_error(ctx)[0] == 0) __builtin_trap(); /* and a message says why */
+        if (st == LF_ERR_OPENCL || st == LF_ERR_BUILD || st == LF_ERR_BLAS) __builtin_trap();
+        return 0;
+    }
+    lf_attention_config cfg;
+    size_t weights = 0, workspace = 1;
+    if (lf_attention_config_get(layer, &cfg) != LF_OK) __builtin_trap();
+    if (cfg.mode != mode || cfg.d_model <= 0 || cfg.heads <= 0 || cfg.d_head <= 0 || cfg.max_seq_len <= 0)
+        __builtin_trap();
+    if (lf_attention_device_bytes(layer, &weights, &workspace) != LF_OK || weights == 0 || workspace != 0)
+        __builtin_trap();
+    /* Device memory is bounded by the file: every weight came from its bytes
+     * (f16 doubles, plus the fused bias slots and E/F copies). */
+    if (weights > 16 * (size_t)size + 4096) __builtin_trap();
+    lf_attention_free(layer);
+    return 0;
+}

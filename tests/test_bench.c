@@ -1,0 +1,360 @@
+/*
+ * test_bench.c - `linformer bench`: flop and byte counts against hand-computed
+ * numbers, the CSV writer's exact text, option parsing, the plot data, and one
+ * tiny end-to-end run of the program. No test asserts a time.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "bench_count.h"
+#include "bench_options.h"
+#include "bench_output.h"
+#include "bench_paper.h"
+#include "bench_plot.h"
+#include "helpers.h"
+
+/* ---- Counting ---- */
+
+/* B 2, n 10, D 12, H 3, d_head 4: small enough to count by hand. */
+static bench_shape shape(lf_mode mode, int k, bool scores_in_memory)
+{
+    return (bench_shape){.mode = mode, .batch = 2, .n = 10, .k = k, .d_model = 12, .heads = 3, .d_head = 4,
+                         .kv_heads = 3, .share_kv = false, .scores_in_memory = scores_in_memory};
+}
+
+Test(count, flops_by_hand)
+{
+    /* QKV 2*2*10*12*(12+24) = 17280, output 2*2*10*12*12 = 5760 */
+    bench_shape s = shape(LF_MODE_DENSE, 0, true);
+    bench_flops f = bench_count_flops(&s);
+    cr_expect_eq(f.matmul, 17280 + 4 * 2 * 3 * 10 * 10 * 4 + 5760, "dense: %llu", (unsigned long long)f.matmul);
+    cr_expect_eq(f.softmax, 5 * 2 * 3 * 10 * 10);
+
+    s = shape(LF_MODE_FLASH, 0, false);
+    cr_expect_eq(bench_count_flops(&s).matmul, 32640);
+
+    /* Linformer k = 4: + E K, F V 2*2*4*10*2*12 = 3840; attention 4*2*3*10*4*4 = 3840 */
+    s = shape(LF_MODE_LINFORMER, 4, false);
+    f = bench_count_flops(&s);
+    cr_expect_eq(f.matmul, 17280 + 3840 + 3840 + 5760, "linformer: %llu", (unsigned long long)f.matmul);
+    cr_expect_eq(f.softmax, 5 * 2 * 3 * 10 * 4);
+
+    /* k is ignored by the exact modes */
+    s = shape(LF_MODE_DENSE, 4, true);
+    cr_expect_eq(bench_count_flops(&s).matmul, 32640);
+
+    /* share_kv: one group. QKV 2*2*10*12*24 = 11520, E K 2*2*4*10*12 = 1920 */
+    s = shape(LF_MODE_LINFORMER, 4, false);
+    s.share_kv = true;
+    cr_expect_eq(bench_count_flops(&s).matmul, 11520 + 1920 + 3840 + 5760);
+
+    /* one key/value head: QKV 2*2*10*12*(12+8) = 9600, E K, F V 2*2*4*10*2*4 = 1280 */
+    s = shape(LF_MODE_LINFORMER, 4, false);
+    s.kv_heads = 1;
+    cr_expect_eq(bench_count_flops(&s).matmul, 9600 + 1280 + 3840 + 5760);
+}
+
+Test(count, bytes_by_hand)
+{
+    /* floats: QKV GEMM 240 + 432 + 720, QKV bias 1440 + 36, attention 240 + 480 + 240,
+     * scores 4*2*3*10*10 = 2400, output GEMM 240 + 144 + 240, output bias 480 + 12 */
+    bench_shape s = shape(LF_MODE_DENSE, 0, true);
+    cr_expect_eq(bench_count_bytes(&s), 7344 * 4, "dense: %llu", (unsigned long long)bench_count_bytes(&s));
+    s = shape(LF_MODE_FLASH, 0, false);
+    cr_expect_eq(bench_count_bytes(&s), (7344 - 2400) * 4);
+    /* Linformer k = 4: attention reads 2*4*2*12 = 192 compressed floats instead of 480;
+     * E K, F V read 480 + 2*4*10 = 80, write 192; the GEMM path adds 4*2*3*10*4 = 960 */
+    s = shape(LF_MODE_LINFORMER, 4, false);
+    cr_expect_eq(bench_count_bytes(&s), 5408 * 4, "linformer: %llu", (unsigned long long)bench_count_bytes(&s));
+    s.scores_in_memory = true;
+    cr_expect_eq(bench_count_bytes(&s), (5408 + 960) * 4);
+}
+
+Test(count, linformer_path_rule)
+{
+    cr_expect(bench_linformer_uses_gemm(64, 128, 48 * 1024), "2*128*64*4 = 64 KiB does not fit 48 KiB");
+    cr_expect(!bench_linformer_uses_gemm(64, 128, 64 * 1024));
+    cr_expect(!bench_linformer_uses_gemm(64, 256, 2 << 20));
+    cr_expect(bench_linformer_uses_gemm(300, 8, 2 << 20), "d_head over 256 is never fused");
+}
+
+Test(paper, table3_entries)
+{
+    double t = 0, m = 0;
+    cr_expect(bench_paper_lookup(512, 128, &t, &m));
+    cr_expect(t == 1.5 && m == 1.7);
+    cr_expect(bench_paper_lookup(65536, 2048, &t, &m));
+    cr_expect(t == 7.9 && m == 18);
+    cr_expect(!bench_paper_lookup(512, 512, &t, &m), "the paper has no k >= n figure");
+    cr_expect(!bench_paper_lookup(1000, 128, &t, &m));
+    cr_expect(!bench_paper_lookup(512, 64, &t, &m));
+}
+
+/* ---- CSV ---- */
+
+static bench_row sample_row(void)
+{
+    bench_row r;
+    memset(&r, 0, sizeof r);
+    strcpy(r.device, "0:1");
+    strcpy(r.device_name, "Some GPU");
+    r.mode = LF_MODE_LINFORMER;
+    r.n = 1024;
+    r.k = 128;
+    r.batch = 1;
+    r.heads = 8;
+    r.d_model = 512;
+    r.ms_median = 1.5;
+    r.ms_min = 1.25;
+    r.ms_max = 2.0;
+    r.gflops = 123.4567;
+    r.flops = 1000000;
+    r.softmax_flops = 5000;
+    r.bytes_moved = 4096;
+    r.device_bytes = 65536;
+    r.rel_err = 1.5e-7;
+    r.vs_exact = 0.25;
+    r.xdev = NAN;
+    r.status = BENCH_OK;
+    return r;
+}
+
+static char *csv_text(const bench_results *res)
+{
+    char *buf = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&buf, &size);
+    cr_assert(f != NULL);
+    cr_assert_eq(bench_csv_write(f, res), 0);
+    fclose(f);
+    return buf;
+}
+
+Test(csv, two_rows_exact_text)
+{
+    bench_results res = {0};
+    bench_row a = sample_row(), b = sample_row();
+    strcpy(b.device_name, "Dev, \"quoted\"");
+    b.mode = LF_MODE_DENSE;
+    b.k = 0;
+    b.status = BENCH_OOM;
+    b.ms_median = b.ms_min = b.ms_max = b.gflops = NAN;
+    b.rel_err = b.vs_exact = b.xdev = NAN;
+    cr_assert(bench_results_add(&res, &a) && bench_results_add(&res, &b));
+    char *text = csv_text(&res);
+    const char *want =
+        "device,device_name,mode,n,k,batch,heads,d_model,ms_median,ms_min,ms_max,gflops,flops,softmax_flops,"
+        "bytes_moved,device_bytes,rel_err,vs_exact,xdev,status\n"
+        "0:1,Some GPU,linformer,1024,128,1,8,512,1.5000,1.2500,2.0000,123.457,1000000,5000,4096,65536,"
+        "1.500e-07,2.500e-01,,ok\n"
+        "0:1,\"Dev, \"\"quoted\"\"\",dense,1024,0,1,8,512,,,,,1000000,5000,4096,,,,,OOM\n";
+    cr_expect_str_eq(text, want);
+    free(text);
+    bench_results_free(&res);
+}
+
+Test(results, find)
+{
+    bench_results res = {0};
+    bench_row a = sample_row(), b = sample_row();
+    b.k = 256;
+    bench_results_add(&res, &a);
+    bench_results_add(&res, &b);
+    cr_expect_eq(bench_results_find(&res, "0:1", LF_MODE_LINFORMER, 1024, 256), &res.rows[1]);
+    cr_expect_null(bench_results_find(&res, "0:0", LF_MODE_LINFORMER, 1024, 256));
+    cr_expect_null(bench_results_find(&res, "0:1", LF_MODE_DENSE, 1024, 0));
+    bench_results_free(&res);
+}
+
+Test(plot, data_blocks)
+{
+    bench_results res = {0};
+    bench_row a = sample_row(), b = sample_row(), c = sample_row();
+    b.n = 2048;
+    c.n = 4096;
+    c.status = BENCH_OOM; /* left out of the plot */
+    bench_results_add(&res, &a);
+    bench_results_add(&res, &b);
+    bench_results_add(&res, &c);
+    char *buf = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&buf, &size);
+    cr_assert_eq(bench_plot_data(f, &res), 1);
+    fclose(f);
+    cr_expect_str_eq(buf, "\"linformer k=128 [0:1]\" ms MiB\n1024 1.5 0.0625\n2048 1.5 0.0625\n");
+    free(buf);
+    bench_results_free(&res);
+}
+
+/* ---- Options ---- */
+
+static int parse(bench_options *o, char *err, size_t size, const char *const *args)
+{
+    char *argv[64] = {"bench"};
+    int argc = 1;
+    for (; args[argc - 1]; argc++) argv[argc] = (char *)args[argc - 1];
+    return bench_options_parse(argc, argv, o, err, size);
+}
+
+Test(options, good)
+{
+    bench_options o;
+    char err[512] = "";
+    const char *args[] = {"--n", "512,1024", "--k", "64", "--d-model", "128", "--heads", "4", "--batch", "2",
+                          "--modes", "linformer,flash", "--repeat", "7", "--warmup=0", "--seed", "9",
+                          "--ref-limit", "1e6", "--device", "all", "--csv", "a.csv", "--json", "a.json",
+                          "--plot", "a.png", NULL};
+    cr_assert_eq(parse(&o, err, sizeof err, args), 0, "%s", err);
+    cr_expect_eq(o.n_count, 2);
+    cr_expect(o.ns[0] == 512 && o.ns[1] == 1024);
+    cr_expect(o.k_count == 1 && o.ks[0] == 64);
+    cr_expect(o.d_model == 128 && o.heads == 4 && o.batch == 2 && o.repeat == 7 && o.warmup == 0);
+    cr_expect(o.modes[LF_MODE_LINFORMER] && !o.modes[LF_MODE_DENSE] && o.modes[LF_MODE_FLASH]);
+    cr_expect(o.seed == 9 && o.ref_limit == 1e6);
+    cr_expect_str_eq(o.device, "all");
+    cr_expect_str_eq(o.csv, "a.csv");
+    cr_expect_str_eq(o.json, "a.json");
+    cr_expect_str_eq(o.plot, "a.png");
+    cr_expect(!o.help && !o.quick);
+}
+
+Test(options, defaults_range_and_quick)
+{
+    bench_options o;
+    char err[512] = "";
+    const char *none[] = {NULL};
+    cr_assert_eq(parse(&o, err, sizeof err, none), 0, "%s", err);
+    cr_expect_eq(o.n_count, 0, "the n range waits for the devices");
+    cr_expect(o.k_count == 2 && o.ks[0] == 128 && o.ks[1] == 256);
+    cr_expect(o.d_model == 512 && o.heads == 8 && o.batch == 1 && o.repeat == 5 && o.warmup == 1);
+    cr_expect(o.modes[0] && o.modes[1] && o.modes[2]);
+    cr_expect_null(o.device);
+    bench_options_default_ns(&o, false);
+    cr_expect(o.n_count == 6 && o.ns[0] == 512 && o.ns[5] == 16384);
+    o.n_count = 0;
+    bench_options_default_ns(&o, true);
+    cr_expect(o.n_count == 8 && o.ns[7] == 65536);
+
+    const char *range[] = {"--n=256..2048", NULL};
+    cr_assert_eq(parse(&o, err, sizeof err, range), 0, "%s", err);
+    cr_expect(o.n_count == 4 && o.ns[0] == 256 && o.ns[3] == 2048);
+    bench_options_default_ns(&o, true);
+    cr_expect_eq(o.n_count, 4, "an explicit --n stays");
+
+    const char *quick[] = {"--k", "16", "--quick", NULL};
+    cr_assert_eq(parse(&o, err, sizeof err, quick), 0, "%s", err);
+    cr_expect(o.quick && o.n_count > 0 && o.repeat == 3);
+    cr_expect(o.k_count == 1 && o.ks[0] == 16, "an explicit option beats --quick");
+
+    const char *help[] = {"--help", NULL};
+    cr_assert_eq(parse(&o, err, sizeof err, help), 0);
+    cr_expect(o.help);
+}
+
+Test(options, each_bad_option_is_named)
+{
+    static const struct {
+        const char *args[4];
+        const char *named;
+    } bad[] = {
+        {{"--n", "abc"}, "--n"},           {{"--n", "0"}, "--n"},
+        {{"--n", "1,x"}, "--n"},           {{"--n", "4..2"}, "--n"},
+        {{"--n", ""}, "--n"},              {{"--k", "-1"}, "--k"},
+        {{"--d-model", "wide"}, "--d-model"}, {{"--heads", "0"}, "--heads"},
+        {{"--batch", "0"}, "--batch"},     {{"--modes", "sparse"}, "--modes"},
+        {{"--modes", "linformer,foo"}, "--modes"}, {{"--repeat", "0"}, "--repeat"},
+        {{"--warmup", "-1"}, "--warmup"},  {{"--seed", "-3"}, "--seed"},
+        {{"--ref-limit", "lots"}, "--ref-limit"}, {{"--bogus"}, "--bogus"},
+        {{"--bogus=1"}, "--bogus"},        {{"--n"}, "--n"},
+        {{"--csv"}, "--csv"},              {{"--heads", "3"}, "--heads"}, /* 3 does not divide 512 */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        bench_options o;
+        char err[512] = "";
+        int rc = parse(&o, err, sizeof err, bad[i].args);
+        cr_expect_eq(rc, -1, "case %zu (%s %s) was accepted", i, bad[i].args[0], bad[i].args[1] ? bad[i].args[1] : "");
+        cr_expect(strstr(err, bad[i].named) != NULL, "case %zu: \"%s\" does not name %s", i, err, bad[i].named);
+    }
+}
+
+/* ---- The program, end to end ---- */
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    cr_assert(f != NULL, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = calloc((size_t)size + 1, 1);
+    cr_assert_eq(fread(text, 1, (size_t)size, f), (size_t)size);
+    fclose(f);
+    return text;
+}
+
+/* The field `col` (0-based) of a CSV line without quoted commas. */
+static void field(const char *line, int col, char *out, size_t size)
+{
+    for (int c = 0; c < col && line; c++) {
+        line = strchr(line, ',');
+        if (line) line++;
+    }
+    size_t len = line ? strcspn(line, ",\n") : 0;
+    if (len >= size) len = size - 1;
+    memcpy(out, line ? line : "", len);
+    out[len] = 0;
+}
+
+Test(program, tiny_sweep_writes_every_mode, .timeout = 600)
+{
+    char path[] = "/tmp/lf_bench_csv_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    char cmd[1024], log[8192];
+    snprintf(cmd, sizeof cmd, "%s bench --n 16,32 --k 8 --d-model 32 --heads 2 --repeat 1 --csv %s", LF_TOOL_PATH,
+             path);
+    int rc = lf_test_system(cmd, log, sizeof log);
+    cr_assert_eq(rc, 0, "%s failed (%d):\n%s", cmd, rc, log);
+    cr_expect(strstr(log, "linformer") && strstr(log, "vs_exact"), "no table on stdout:\n%s", log);
+
+    char *csv = slurp(path);
+    unlink(path);
+    int seen[3][2] = {{0}}; /* mode x n */
+    const char *line = strchr(csv, '\n');
+    cr_assert(line != NULL && strncmp(csv, "device,device_name,mode,n,k,", 28) == 0, "bad header:\n%s", csv);
+    for (line++; *line; line = strchr(line, '\n') + 1) {
+        char mode[32], n[16], ms[32], status[16];
+        field(line, 2, mode, sizeof mode);
+        field(line, 3, n, sizeof n);
+        field(line, 8, ms, sizeof ms);
+        field(line, 19, status, sizeof status);
+        lf_mode m;
+        cr_assert_eq(lf_mode_parse(mode, &m), LF_OK, "unknown mode \"%s\" in:\n%s", mode, csv);
+        char *end;
+        double t = strtod(ms, &end);
+        cr_expect(end != ms && *end == 0 && isfinite(t) && t > 0, "ms_median \"%s\" is not a time", ms);
+        cr_expect_str_eq(status, "ok");
+        seen[m][strcmp(n, "32") == 0]++;
+        if (!strchr(line, '\n')) break;
+    }
+    for (int m = 0; m < 3; m++)
+        for (int i = 0; i < 2; i++)
+            cr_expect_eq(seen[m][i], 1, "%s at n=%d: %d rows", lf_mode_name((lf_mode)m), 16 << i, seen[m][i]);
+    free(csv);
+}
+
+Test(program, bad_option_fails_naming_it)
+{
+    char cmd[1024], log[4096];
+    snprintf(cmd, sizeof cmd, "%s bench --modes sparse", LF_TOOL_PATH);
+    cr_expect_eq(lf_test_system(cmd, log, sizeof log), 2);
+    cr_expect(strstr(log, "--modes") && strstr(log, "sparse"), "%s", log);
+}

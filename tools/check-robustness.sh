@@ -1,0 +1,110 @@
+#!/bin/sh
+# Robustness checks, run by tools/check.sh after the plain test suite:
+#   1. the whole test suite once under AddressSanitizer + UndefinedBehaviorSanitizer
+#      (build-asan/, -DLINFORMER_SANITIZE=ON), LeakSanitizer included: every
+#      test's process (Criterion workers too) must end without a report. This
+#      is also the leak check of a program that creates and frees everything:
+#      tests/test_hygiene.c creates and frees contexts, layers, projections and
+#      loaded layers hundreds of times.
+#   2. each libFuzzer target (build-fuzz/, CC=clang -DLINFORMER_FUZZ=ON) for
+#      LF_FUZZ_SECONDS (60) on a copy of its seed corpus plus tests/fuzz/regressions/.
+# tests/lsan.supp holds the LeakSanitizer suppressions; none is needed today,
+# and the file says why each would have to be justified.
+# Sanitizer reports go to files (ASAN_OPTIONS log_path), because Criterion
+# counts a test whose worker LeakSanitizer reports at exit as passed; the script
+# fails when any report file exists and prints them.
+# Environment: LF_BUILD_ASAN, LF_BUILD_FUZZ (build folders, default build-asan
+# and build-fuzz), LF_FUZZ_SECONDS, LF_SKIP_ASAN=1 / LF_SKIP_FUZZ=1.
+set -eu
+cd "$(dirname "$0")/.."
+root=$(pwd)
+start=$(date +%s)
+asan_dir=${LF_BUILD_ASAN:-build-asan}
+fuzz_dir=${LF_BUILD_FUZZ:-build-fuzz}
+seconds=${LF_FUZZ_SECONDS:-60}
+jobs=$(nproc)
+
+# ---- packages: clang with libFuzzer, beside what tools/setup.sh installs ----
+tools/install-packages.sh clang libclang-rt-14-dev
+
+supp="$root/tests/lsan.supp"
+fail=0
+
+# Prints and counts sanitizer reports left in folder $1; returns 1 if any.
+reports() {
+    found=0
+    for f in "$1"/report.*; do
+        [ -e "$f" ] || continue
+        # LSan reports that the suppressions emptied are not written; an empty file is no report
+        [ -s "$f" ] || continue
+        found=1
+        echo "==== sanitizer report $f" >&2
+        cat "$f" >&2
+    done
+    return $found
+}
+
+# ---- 1. the test suite under ASan + UBSan + LSan ----
+if [ "${LF_SKIP_ASAN:-0}" != 1 ]; then
+    echo "check-robustness: building $asan_dir (ASan + UBSan)" >&2
+    cmake -S . -B "$asan_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLINFORMER_SANITIZE=ON >&2
+    cmake --build "$asan_dir" -j"$jobs" >&2
+    logs="$root/$asan_dir/sanitizer-reports"
+    case "$asan_dir" in /*) logs="$asan_dir/sanitizer-reports" ;; esac
+    rm -rf "$logs"
+    mkdir -p "$logs"
+    # detect_leaks: LSan at every process exit. PoCL is not built with ASan:
+    # its allocations are still intercepted; nothing more is needed for it.
+    export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:log_path=$logs/report"
+    export LSAN_OPTIONS="suppressions=$supp:print_suppressions=0"
+    export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$logs/report"
+    export CRITERION_JOBS=1
+    echo "check-robustness: running the tests under the sanitizers" >&2
+    if ! ctest --test-dir "$asan_dir" --output-on-failure >&2; then
+        echo "check-robustness: a test failed under the sanitizers" >&2
+        fail=1
+    fi
+    if ! reports "$logs"; then
+        echo "check-robustness: the sanitizers reported errors or leaks (above)" >&2
+        fail=1
+    fi
+    unset ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS
+fi
+
+# ---- 2. the fuzzers ----
+if [ "${LF_SKIP_FUZZ:-0}" != 1 ]; then
+    echo "check-robustness: building $fuzz_dir (clang, libFuzzer)" >&2
+    CC=clang cmake -S . -B "$fuzz_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLINFORMER_FUZZ=ON \
+        -DLINFORMER_SANITIZE=ON -DLINFORMER_TESTS=OFF >&2
+    cmake --build "$fuzz_dir" -j"$jobs" --target fuzz_safetensors fuzz_loader >&2
+    case "$fuzz_dir" in /*) fabs="$fuzz_dir" ;; *) fabs="$root/$fuzz_dir" ;; esac
+    export POCL_CACHE_DIR="$fabs/pocl-cache" LINFORMER_CACHE_DIR="$fabs/kernel-cache"
+    export LSAN_OPTIONS="suppressions=$supp:print_suppressions=0"
+    export ASAN_OPTIONS="detect_leaks=1"
+    export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+    for target in safetensors loader; do
+        work="$fabs/run-$target"
+        rm -rf "$work"
+        mkdir -p "$work/corpus" "$work/artifacts"
+        cp tests/fuzz/corpus_$target/* "$work/corpus/"
+        for f in tests/fuzz/regressions/*; do
+            case "$f" in *.md) ;; *) [ -f "$f" ] && cp "$f" "$work/corpus/" ;; esac
+        done
+        echo "check-robustness: fuzz_$target for ${seconds}s" >&2
+        # -max_len keeps inputs small: the loader must refuse huge shapes from
+        # their headers alone. -timeout: no single input may take 10 s.
+        if ! "$fabs/tests/fuzz/fuzz_$target" -max_len=4096 -timeout=10 -rss_limit_mb=4096 \
+                -max_total_time="$seconds" -print_final_stats=1 \
+                -artifact_prefix="$work/artifacts/" "$work/corpus" >"$work/log" 2>&1; then
+            tail -n 60 "$work/log" >&2
+            echo "check-robustness: fuzz_$target found a problem; its input is in $work/artifacts/." >&2
+            echo "  Fix it, then keep the input in tests/fuzz/regressions/ (see the README there)." >&2
+            fail=1
+        else
+            grep -E "^(stat::number_of_executed_units|stat::new_units_added|Done)" "$work/log" | sed "s/^/  fuzz_$target: /" >&2 || true
+        fi
+    done
+fi
+
+echo "check-robustness: $( [ $fail = 0 ] && echo passed || echo FAILED ) in $(( $(date +%s) - start )) s" >&2
+exit $fail
