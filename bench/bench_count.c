@@ -13,8 +13,6 @@
  */
 #include "bench_count.h"
 
-#define LF_MAX_DH_TILED 256 /* as in host/attention.c */
-
 typedef struct {
     uint64_t B, n, k, nk, D, qd, kvd, g;
 } dims;
@@ -73,10 +71,4 @@ uint64_t bench_count_bytes(const bench_shape *s)
     floats += d.B * d.n * d.qd + d.D * d.qd + d.B * d.n * d.D /* output GEMM */
             + 2 * d.B * d.n * d.D + d.D;                      /* output bias */
     return floats * sizeof(float);
-}
-
-bool bench_linformer_uses_gemm(int d_head, int k, uint64_t local_mem_bytes)
-{
-    const bool fits = d_head <= LF_MAX_DH_TILED && 2ull * (uint64_t)k * d_head * sizeof(float) <= local_mem_bytes;
-    return !fits;
 }

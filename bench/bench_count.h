@@ -28,8 +28,5 @@ bench_flops bench_count_flops(const bench_shape *s);
 /* Estimated device-memory traffic of one forward in bytes (model in bench_count.c). */
 uint64_t bench_count_bytes(const bench_shape *s);
 
-/* Whether Linformer's automatic path takes the GEMM route on a device with
- * this much local memory (the rule of host/attention.c, LF_PATH_AUTO). */
-bool bench_linformer_uses_gemm(int d_head, int k, uint64_t local_mem_bytes);
 
 #endif

@@ -200,6 +200,8 @@ static lf_status check_config(lf_context *ctx, const lf_attention_config *c, lf_
         return lf__fail(ctx, LF_ERR_ARGUMENT, "d_model, heads x d_head or max_seq_len is too large");
     if (c->mode == LF_MODE_FLASH && dh > LF_MAX_DH_TILED)
         return lf__fail(ctx, LF_ERR_UNSUPPORTED, "flash mode supports d_head up to %d, got %d", LF_MAX_DH_TILED, dh);
+    if (c->mode == LF_MODE_LINFORMER && c->path == LF_PATH_FUSED && dh > LF_MAX_DH_TILED)
+        return lf__fail(ctx, LF_ERR_UNSUPPORTED, "the fused path supports d_head up to %d, got %d", LF_MAX_DH_TILED, dh);
     if (c->mode != LF_MODE_LINFORMER && shared)
         return lf__fail(ctx, LF_ERR_ARGUMENT, "shared is given but mode %s has no projection", lf_mode_name(c->mode));
     if (c->mode != LF_MODE_LINFORMER) return LF_OK;
@@ -325,6 +327,10 @@ lf_status lf_attention_create(lf_context *ctx, const lf_attention_config *cfg, l
     c->kv_heads = L->kvh;
     if (c->scale == 0.0f) c->scale = (float)(1.0 / sqrt((double)L->dh));
     if (c->mode != LF_MODE_LINFORMER) c->k = 0;
+    /* Fused while a head's k keys and values fit the local memory at once. */
+    const bool fits = L->dh <= LF_MAX_DH_TILED && 2ull * c->k * L->dh * sizeof(float) <= ctx->info.local_mem_bytes;
+    if (c->mode == LF_MODE_LINFORMER && c->path == LF_PATH_AUTO) c->path = fits ? LF_PATH_FUSED : LF_PATH_GEMM;
+    if (c->mode != LF_MODE_LINFORMER) c->path = LF_PATH_AUTO;
     if (c->share_kv) c->bias_v = 0;
     L->window = c->k ? (c->max_seq_len + c->k - 1) / c->k : 0;
     L->qdim = (size_t)c->heads * L->dh;
@@ -684,17 +690,7 @@ static lf_status forward_locked(lf_attention *L, cl_mem x, cl_mem y, int batch, 
         key_count = (int)kc;
     }
 
-    bool tiled = c->mode == LF_MODE_FLASH;
-    if (lin) {
-        bool fits = L->dh <= LF_MAX_DH_TILED &&
-                    2 * kc * L->dh * sizeof(float) <= ctx->info.local_mem_bytes;
-        tiled = c->path == LF_PATH_FUSED || (c->path == LF_PATH_AUTO && fits);
-        if (c->path == LF_PATH_FUSED && L->dh > LF_MAX_DH_TILED) {
-            st = lf__fail(ctx, LF_ERR_UNSUPPORTED, "the fused path supports d_head up to %d, got %d",
-                          LF_MAX_DH_TILED, L->dh);
-            goto done;
-        }
-    }
+    const bool tiled = c->mode == LF_MODE_FLASH || (lin && c->path == LF_PATH_FUSED);
     st = tiled ? attention_tiled(L, qv, kview, vview, ov, batch, n, key_count)
                : attention_gemm(L, qv, kview, vview, ov, batch, n, key_count, lens);
     if (st != LF_OK) goto done;

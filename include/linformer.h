@@ -250,6 +250,8 @@ typedef struct lf_attention lf_attention;
 LF_API lf_status lf_attention_create(lf_context *ctx, const lf_attention_config *cfg,
                                      lf_projection *shared, lf_attention **out);
 LF_API void lf_attention_free(lf_attention *layer);
+/* The layer's config with its defaults resolved: d_head, kv_heads, scale, and
+ * for Linformer the path LF_PATH_AUTO chose (LF_PATH_FUSED or LF_PATH_GEMM). */
 LF_API lf_status lf_attention_config_get(const lf_attention *layer, lf_attention_config *cfg);
 
 /*

@@ -131,3 +131,23 @@ Test(attention, long_sequence)
         expect_exact(&c, "n = 512");
     }
 }
+
+Test(attention, automatic_path_is_resolved_at_create)
+{
+    lf_device_info info;
+    cr_assert_eq(lf_context_device_info(ctx, &info), LF_OK);
+    static const struct { int d_model, heads, k; } shapes[] = {{64, 1, 16}, {64, 1, 4096}, {300, 1, 8}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        lf_attention_config c = config(shapes[i].d_model, shapes[i].heads, 4096, shapes[i].k, LF_MODE_LINFORMER);
+        lf_attention *layer = NULL;
+        cr_assert_eq(lf_attention_create(ctx, &c, NULL, &layer), LF_OK, "%s", lf_context_last_error(ctx));
+        lf_attention_config got;
+        cr_assert_eq(lf_attention_config_get(layer, &got), LF_OK);
+        /* fused while k keys and values of a head fit the local memory, and d_head <= 256 */
+        const int dh = shapes[i].d_model / shapes[i].heads;
+        const bool fits = dh <= 256 && 2ull * shapes[i].k * dh * sizeof(float) <= info.local_mem_bytes;
+        cr_expect_eq(got.path, fits ? LF_PATH_FUSED : LF_PATH_GEMM, "d_head %d, k %d, local memory %llu", dh,
+                     shapes[i].k, (unsigned long long)info.local_mem_bytes);
+        lf_attention_free(layer);
+    }
+}

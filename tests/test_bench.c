@@ -77,14 +77,6 @@ Test(count, bytes_by_hand)
     cr_expect_eq(bench_count_bytes(&s), (5408 + 960) * 4);
 }
 
-Test(count, linformer_path_rule)
-{
-    cr_expect(bench_linformer_uses_gemm(64, 128, 48 * 1024), "2*128*64*4 = 64 KiB does not fit 48 KiB");
-    cr_expect(!bench_linformer_uses_gemm(64, 128, 64 * 1024));
-    cr_expect(!bench_linformer_uses_gemm(64, 256, 2 << 20));
-    cr_expect(bench_linformer_uses_gemm(300, 8, 2 << 20), "d_head over 256 is never fused");
-}
-
 Test(paper, table3_entries)
 {
     double t = 0, m = 0;
