@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "bench_gemm.h"
 #include "bench_options.h"
 #include "bench_output.h"
 #include "bench_plot.h"
@@ -80,6 +81,15 @@ int cmd_bench(int argc, char **argv)
         return 1;
     }
     bench_options_default_ns(&o, all_gpus(devs, ndev));
+    /* The yardstick: what the device's GEMM reaches, beside which the modes' GFLOP/s read. */
+    for (size_t d = 0; d < ndev; d++) {
+        double gflops = 0;
+        if (bench_gemm_rate(devs[d].ctx, 1024, 3, &gflops, err, sizeof err) == 0)
+            printf("device %s GEMM rate: %.1f GFLOP/s (CLBlast SGEMM 1024 x 1024 x 1024, median of 3)\n", devs[d].sel,
+                   gflops);
+        else
+            fprintf(stderr, "linformer bench: device %s: %s\n", devs[d].sel, err);
+    }
     bench_results res = {0};
     catch_interrupts();
     int rc = bench_sweep(&o, devs, ndev, &res, err, sizeof err), status = 0;
