@@ -8,8 +8,8 @@
 #      loaded layers hundreds of times.
 #   2. each libFuzzer target (build-fuzz/, CC=clang -DLINFORMER_FUZZ=ON) for
 #      LF_FUZZ_SECONDS (60) on a copy of its seed corpus plus tests/fuzz/regressions/.
-# tests/lsan.supp holds the LeakSanitizer suppressions; none is needed today,
-# and the file says why each would have to be justified.
+# tests/lsan.supp holds the LeakSanitizer suppressions (PoCL's kernel compiler
+# only), each explained there.
 # Sanitizer reports go to files (ASAN_OPTIONS log_path), because Criterion
 # counts a test whose worker LeakSanitizer reports at exit as passed; the script
 # fails when any report file exists and prints them.
