@@ -9,10 +9,11 @@
 
 #include "safetensors.h"
 
+#include "internal.h" /* lf__fail_buf */
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,20 +26,8 @@
 /* JSON numbers are doubles in cJSON: integers above 2^53 are not exact. */
 #define MAX_EXACT ((uint64_t)1 << 53)
 
-static lf_status fail(char *msg, size_t msg_size, lf_status status, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static lf_status fail(char *msg, size_t msg_size, lf_status status, const char *fmt, ...)
-{
-    if (msg && msg_size) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, msg_size, fmt, ap);
-        va_end(ap);
-    }
-    return status;
-}
 /* Every function that fails has msg and msg_size in scope. */
-#define FAIL(status, ...) fail(msg, msg_size, (status), __VA_ARGS__)
+#define FAIL(status, ...) lf__fail_buf(msg, msg_size, (status), __VA_ARGS__)
 
 static const struct {
     const char *name;
@@ -180,7 +169,7 @@ static lf_status read_tensor(const cJSON *entry, lf_st_tensor *t, const uint8_t 
     t->ndim = 0;
     const cJSON *dim;
     cJSON_ArrayForEach(dim, shape) {
-        uint64_t v;
+        uint64_t v = 0;
         lf_status st = read_uint(dim, name, "shape", t->ndim, &v, msg, msg_size);
         if (st != LF_OK) return st;
         t->shape[t->ndim++] = (int64_t)v;
@@ -195,7 +184,7 @@ static lf_status read_tensor(const cJSON *entry, lf_st_tensor *t, const uint8_t 
     if (noff != 2)
         return FAIL(LF_ERR_FORMAT, "tensor \"%s\": data_offsets has %d entries, not 2 [begin, end]",
                     name, noff);
-    uint64_t begin, end;
+    uint64_t begin = 0, end = 0;
     lf_status st = read_uint(offsets->child, name, "data_offsets", 0, &begin, msg, msg_size);
     if (st == LF_OK) st = read_uint(offsets->child->next, name, "data_offsets", 1, &end, msg, msg_size);
     if (st != LF_OK) return st;
