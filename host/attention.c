@@ -464,7 +464,8 @@ static lf_status bias_rows(lf_attention *L, cl_mem y, size_t y_off, int ld, int 
  * dimension is that sequence's length (strided-batched over groups and heads);
  * pooling and convolution are one launch of seq_project.cl for the batch. */
 static lf_status seq_project(lf_attention *L, cl_mem in, size_t in_off, int in_ld, int in_gstride, int n,
-                             cl_mem out, int out_ld, int cols, int head_cols, int batch, const int32_t *lengths)
+                             cl_mem out, int out_ld, int cols, int head_cols, int groups, int batch,
+                             const int32_t *lengths)
 {
     lf_context *ctx = L->ctx;
     const lf_attention_config *c = &L->cfg;
@@ -472,7 +473,7 @@ static lf_status seq_project(lf_attention *L, cl_mem in, size_t in_off, int in_l
     cl_mem e = c->sharing == LF_SHARE_LAYERWISE ? L->shared->e : L->proj;
     const bool per_head = c->sharing == LF_SHARE_NONE && c->proj_kind != LF_PROJ_MEAN_POOL;
     const int e_gstride = L->f_separate ? (int)L->slots[P_F].offset : 0;
-    const int kk = c->k, groups = L->groups;
+    const int kk = c->k;
     if (matrix) {
         const size_t width = per_head ? (size_t)head_cols : (size_t)cols, N = c->max_seq_len;
         for (int b = 0; b < batch; b++) {
@@ -661,18 +662,15 @@ static lf_status forward_locked(lf_attention *L, cl_mem x, cl_mem y, int batch, 
         if ((st = lf__reserve(ctx, &L->comp, &L->comp_cap, batch * kc * comp_ld * sizeof(float), "K~|V~")) != LF_OK)
             goto done;
         if (!input_side) {
-            st = seq_project(L, L->qkv, q, (int)C, (int)kv, n, L->comp, (int)comp_ld, (int)kv, L->dh, batch, lens);
+            st = seq_project(L, L->qkv, q, (int)C, (int)kv, n, L->comp, (int)comp_ld, (int)kv, L->dh, L->groups,
+                             batch, lens);
         } else {
             /* E x (and F x), then K~ = (E x) Wk^T + bk, V~ = (F x) Wv^T + bv */
             const int xgroups = L->f_separate ? 2 : 1;
             const size_t xc_ld = xgroups * D;
             st = lf__reserve(ctx, &L->xc, &L->xc_cap, batch * kc * xc_ld * sizeof(float), "E x|F x");
-            if (st == LF_OK) {
-                int saved = L->groups;
-                L->groups = xgroups;
-                st = seq_project(L, x, 0, (int)D, 0, n, L->xc, (int)xc_ld, (int)D, (int)D, batch, lens);
-                L->groups = saved;
-            }
+            if (st == LF_OK)
+                st = seq_project(L, x, 0, (int)D, 0, n, L->xc, (int)xc_ld, (int)D, (int)D, xgroups, batch, lens);
             for (int gi = 0; st == LF_OK && gi < L->groups; gi++) {
                 lf_gemm_args kvg = {.trans_b = true, .m = batch * kc, .n = kv, .k = D, .alpha = 1.0f,
                                     .a = L->xc, .a_off = (xgroups == 2 ? gi : 0) * D, .lda = xc_ld,

@@ -10,6 +10,7 @@ typedef struct {
     float *w[10];
     size_t count[10];
     float *shared;
+    float *random; /* LF_PROJ_RANDOM's E then F, as the layer drew them; w[8], w[9] point into it */
     lf_projection *proj;
     lf_attention *layer;
     lf_attention_config resolved;
@@ -76,9 +77,10 @@ static void build(lf_context *ctx, const lf_case *c, uint64_t *rng, lf_built *b)
         /* the layer drew E then F from one stream; the reference draws the same */
         const bool f_sep = !r->share_kv && (r->sharing == LF_SHARE_NONE || r->sharing == LF_SHARE_HEADWISE);
         const size_t per = (r->sharing == LF_SHARE_NONE ? (size_t)r->kv_heads : 1) * r->k * (size_t)r->max_seq_len;
-        b->w[8] = malloc(per * (f_sep ? 2 : 1) * sizeof(float));
-        lf_ref_random_projection(b->w[8], per * (f_sep ? 2 : 1), r->seed, r->k);
-        if (f_sep) b->w[9] = b->w[8] + per;
+        b->random = malloc(per * (f_sep ? 2 : 1) * sizeof(float));
+        lf_ref_random_projection(b->random, per * (f_sep ? 2 : 1), r->seed, r->k);
+        b->w[8] = b->random;
+        if (f_sep) b->w[9] = b->random + per;
     }
 }
 
@@ -86,9 +88,9 @@ static void unbuild(lf_built *b)
 {
     lf_attention_free(b->layer);
     lf_projection_free(b->proj);
-    bool f_inside = b->w[9] && b->w[8] && b->w[9] > b->w[8] && b->count[9] == 0;
     for (int i = 0; i < 10; i++)
-        if (!(i == 9 && f_inside)) free(b->w[i]);
+        if (b->count[i]) free(b->w[i]);
+    free(b->random);
     free(b->shared);
 }
 
