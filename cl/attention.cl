@@ -10,10 +10,23 @@
  * Rows at or past len[b] are written as 0, and so is a row with no keys.
  *
  * q[b, i, h*DH + d] at q + q_off + b*q_bstride + i*q_ld, likewise k, v, o.
- * Build options: DH (head width), TQ (work-group size), TK (keys per tile),
- * VW (vector width, 4 when it divides DH, else 1).
  * Global: (rows rounded up to TQ, heads, batch), local (TQ, 1, 1).
  */
+
+/* Build parameters (the layer's plan sets them; these defaults let the file
+ * compile alone). */
+#ifndef DH
+#define DH 64 /* head width: each work-item keeps 2 DH floats in registers */
+#endif
+#ifndef TK
+#define TK 32 /* keys staged per tile: 2 TK DH floats of local memory */
+#endif
+#ifndef TQ
+#define TQ 64 /* queries per work-group = the work-group size */
+#endif
+#ifndef VW
+#define VW 4 /* vector width of the loads: 4 when it divides DH, else 1 */
+#endif
 #if VW == 4
 typedef float4 vec;
 #define LOADV(i, p) vload4((i), (p))

@@ -12,6 +12,10 @@
  * with none of its rows left gives 0. One launch covers the batch, both groups
  * and all heads. Global: (cols, k, batch * groups).
  */
+
+#ifndef WINDOW_MAX
+#define WINDOW_MAX 0 /* 1: max pooling; 0: a weighted sum (mean pooling, convolution) */
+#endif
 kernel void seq_project_window(global const float *in, ulong in_off, int in_ld, int in_gstride,
                                int n, global float *out, ulong out_off, int out_ld,
                                global const float *e, int w, int e_gstride, int e_hstride,

@@ -5,8 +5,12 @@
  * the rest are masked and become exactly 0. Rows at or past rows_valid, and
  * rows with nothing to attend to, become all 0 rather than NaN. The row max is
  * subtracted before exp so large scores stay finite.
- * Global: (WG, count * n_rows), local (WG, 1); WG is a power of two.
+ * Global: (WG, count * n_rows), local (WG, 1).
  */
+
+#ifndef WG
+#define WG 256 /* work-items per row, a power of two: WG floats of local memory */
+#endif
 kernel void softmax_rows(global float *s, int ld, int n_rows, int rows_valid, int cols_valid)
 {
     local float red[WG];

@@ -11,6 +11,7 @@ static lf_status context_new(lf_context **out)
     lf_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return LF_ERR_OUT_OF_MEMORY;
     pthread_mutex_init(&ctx->lock, NULL);
+    atomic_init(&ctx->refs, 1);
     *out = ctx;
     return LF_OK;
 }
@@ -106,9 +107,18 @@ lf_status lf_context_create_from_cl(cl_context context, cl_command_queue queue, 
     return LF_OK;
 }
 
+void lf__context_retain(lf_context *ctx) { atomic_fetch_add(&ctx->refs, 1); }
+
+/* Layers and projections hold their context, so a context freed before them
+ * goes when the last of them does. */
 void lf_context_free(lf_context *ctx)
 {
-    if (!ctx) return;
+    if (ctx) lf__context_release(ctx);
+}
+
+void lf__context_release(lf_context *ctx)
+{
+    if (atomic_fetch_sub(&ctx->refs, 1) != 1) return;
     if (ctx->queue) clFinish(ctx->queue);
     lf__programs_free(ctx);
     /* CLBlast caches its GEMM programs per cl_context for the life of the

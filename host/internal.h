@@ -7,8 +7,12 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120 /* the library uses OpenCL 1.2 only */
+#endif
 #include "linformer.h"
 
 #define LF_MSG_SIZE 4096
@@ -25,6 +29,7 @@ struct lf_context {
     lf_program_entry *programs; /* built programs of this context, by source and options */
     unsigned cache_hits, cache_misses, cache_rejected; /* disk cache counters, for tests */
     pthread_mutex_t lock;    /* serialises calls on this context (see the header) */
+    atomic_int refs;         /* the owner's, and one per live layer or projection */
     char error[LF_MSG_SIZE]; /* last-error message */
 };
 
@@ -47,6 +52,10 @@ lf_status lf__cl_fail(lf_context *ctx, cl_int err, const char *what);
         lf_status lf_st_ = (expr);           \
         if (lf_st_ != LF_OK) return lf_st_;  \
     } while (0)
+
+/* ---- Lifetime (context.c): layers and projections hold their context ---- */
+void lf__context_retain(lf_context *ctx);
+void lf__context_release(lf_context *ctx); /* frees it with the last reference */
 
 /* ---- Devices (device.c) ---- */
 /* Fills info from an OpenCL device; indices are set by the caller. */
@@ -97,8 +106,6 @@ lf_status lf__kernel(lf_context *ctx, const char *file, const char *options,
 lf_status lf__kernel_sized(lf_context *ctx, const char *file, const char *options, const char *name,
                            const char *macro, size_t want, int dims, cl_kernel *out, size_t *size);
 void lf__programs_free(lf_context *ctx);
-/* Sets kernel arguments from (size, pointer) pairs; `what` names the kernel. */
-lf_status lf__set_args(lf_context *ctx, cl_kernel k, const char *what, int count, ...);
 /* Enqueues a kernel over `dims` dimensions, recording its event in t (may be NULL). */
 lf_status lf__launch(lf_context *ctx, cl_kernel k, const char *what, cl_uint dims,
                      const size_t *global, const size_t *local, lf_timeline *t);
@@ -122,5 +129,7 @@ lf_status lf__gemm(lf_context *ctx, const lf_gemm_args *g, lf_timeline *t);
 uint64_t lf__rand_next(uint64_t *state);
 double lf__rand_uniform(uint64_t *state); /* [0, 1) */
 double lf__rand_normal(uint64_t *state);  /* N(0, 1) */
+/* Uploads `count` values of N(0, std^2) drawn from *state at element `offset` (projection.c). */
+lf_status lf__upload_normal(lf_context *ctx, cl_mem buf, size_t offset, size_t count, uint64_t *state, double std);
 
 #endif

@@ -325,24 +325,6 @@ void lf__programs_free(lf_context *ctx)
     }
 }
 
-lf_status lf__set_args(lf_context *ctx, cl_kernel k, const char *what, int count, ...)
-{
-    va_list ap;
-    va_start(ap, count);
-    for (int i = 0; i < count; i++) {
-        size_t size = va_arg(ap, size_t);
-        const void *value = va_arg(ap, const void *);
-        cl_int err = clSetKernelArg(k, (cl_uint)i, size, value);
-        if (err != CL_SUCCESS) {
-            va_end(ap);
-            return lf__fail(ctx, LF_ERR_OPENCL, "%s: setting argument %d failed: %s", what, i,
-                            lf_cl_error_string(err));
-        }
-    }
-    va_end(ap);
-    return LF_OK;
-}
-
 lf_status lf__launch(lf_context *ctx, cl_kernel k, const char *what, cl_uint dims,
                      const size_t *global, const size_t *local, lf_timeline *t)
 {

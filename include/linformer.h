@@ -35,21 +35,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#ifndef CL_TARGET_OPENCL_VERSION
-#define CL_TARGET_OPENCL_VERSION 120
-#endif
-#ifdef __APPLE__
-#include <OpenCL/cl.h>
+/* OpenCL as the includer finds it: the library needs only OpenCL 1.2, and
+ * leaves CL_TARGET_OPENCL_VERSION to the application. */
+#if defined(__APPLE__) || defined(__MACOSX)
+#include <OpenCL/opencl.h>
 #else
-#include <CL/cl.h>
+#include <CL/opencl.h>
 #endif
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#if defined(_WIN32)
+/* LF_BUILDING is defined while the library itself is compiled. */
+#if defined(_WIN32) && defined(LF_BUILDING)
 #define LF_API __declspec(dllexport)
+#elif defined(_WIN32)
+#define LF_API __declspec(dllimport)
 #elif defined(__GNUC__)
 #define LF_API __attribute__((visibility("default")))
 #else
@@ -266,6 +268,16 @@ LF_API lf_status lf_attention_config_get(const lf_attention *layer, lf_attention
  */
 LF_API lf_status lf_attention_set_weight(lf_attention *layer, const char *name,
                                          const float *data, size_t count);
+
+/* The weights this layer's configuration has, in the order above, for hosts
+ * that fill them generically: index 0, 1, ... until LF_ERR_ARGUMENT. The
+ * shape is [rows, cols], or [cols] when rows is 0; count = the floats. */
+typedef struct {
+    const char *name; /* "wq", ...: a constant string */
+    size_t count;
+    int rows, cols;
+} lf_weight_info;
+LF_API lf_status lf_attention_weight_info(const lf_attention *layer, int index, lf_weight_info *info);
 
 /* Fills every weight with seeded random values (uniform, +-1/sqrt(fan_in)). */
 LF_API lf_status lf_attention_init_random(lf_attention *layer, uint64_t seed);

@@ -18,30 +18,25 @@ typedef struct {
 
 static const char *names[10] = {"wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo", "e", "f"};
 
-/* Shapes as the header documents them. */
-static size_t weight_count(const lf_attention_config *c, int i)
+static int name_index(const char *name)
 {
-    const size_t D = c->d_model, q = (size_t)c->heads * c->d_head, kv = (size_t)c->kv_heads * c->d_head;
-    const bool lin = c->mode == LF_MODE_LINFORMER;
-    const bool f_sep = !c->share_kv && (c->sharing == LF_SHARE_NONE || c->sharing == LF_SHARE_HEADWISE);
-    const size_t copies = c->sharing == LF_SHARE_NONE ? (size_t)c->kv_heads : 1;
-    const size_t w = lin ? (size_t)(c->max_seq_len + c->k - 1) / c->k : 0;
-    size_t proj = 0;
-    if (lin && c->sharing != LF_SHARE_LAYERWISE) {
-        if (c->proj_kind == LF_PROJ_LEARNED) proj = copies * c->k * (size_t)c->max_seq_len;
-        if (c->proj_kind == LF_PROJ_CONV) proj = copies * w;
-    }
-    switch (i) {
-    case 0: return q * D;
-    case 1: return kv * D;
-    case 2: return c->share_kv ? 0 : kv * D;
-    case 3: return D * q;
-    case 4: return c->bias_q ? q : 0;
-    case 5: return c->bias_k ? kv : 0;
-    case 6: return c->bias_v && !c->share_kv ? kv : 0;
-    case 7: return c->bias_out ? D : 0;
-    case 8: return proj;
-    default: return f_sep ? proj : 0;
+    int i = 0;
+    while (i < 10 && strcmp(names[i], name) != 0) i++;
+    cr_assert_lt(i, 10, "the layer lists an unknown weight \"%s\"", name);
+    return i;
+}
+
+/* Fills every weight the layer lists (lf_attention_weight_info) with random values. */
+static void fill_weights(lf_context *ctx, uint64_t *rng, lf_built *b)
+{
+    lf_weight_info info;
+    for (int i = 0; lf_attention_weight_info(b->layer, i, &info) == LF_OK; i++) {
+        const int id = name_index(info.name);
+        b->count[id] = info.count;
+        b->w[id] = malloc(info.count * sizeof(float));
+        lf_test_fill(b->w[id], info.count, rng, -0.5f, 0.5f);
+        lf_status st = lf_attention_set_weight(b->layer, info.name, b->w[id], info.count);
+        cr_assert_eq(st, LF_OK, "set %s: %s", info.name, lf_context_last_error(ctx));
     }
 }
 
@@ -65,14 +60,7 @@ static void build(lf_context *ctx, const lf_case *c, uint64_t *rng, lf_built *b)
     }
     lf_status st = lf_attention_create(ctx, &c->cfg, b->proj, &b->layer);
     cr_assert_eq(st, LF_OK, "create: %s: %s", lf_status_string(st), lf_context_last_error(ctx));
-    for (int i = 0; i < 10; i++) {
-        b->count[i] = weight_count(r, i);
-        if (!b->count[i]) continue;
-        b->w[i] = malloc(b->count[i] * sizeof(float));
-        lf_test_fill(b->w[i], b->count[i], rng, -0.5f, 0.5f);
-        st = lf_attention_set_weight(b->layer, names[i], b->w[i], b->count[i]);
-        cr_assert_eq(st, LF_OK, "set %s: %s", names[i], lf_context_last_error(ctx));
-    }
+    fill_weights(ctx, rng, b);
     if (r->mode == LF_MODE_LINFORMER && r->proj_kind == LF_PROJ_RANDOM && r->sharing != LF_SHARE_LAYERWISE) {
         /* the layer drew E then F from one stream; the reference draws the same */
         const bool f_sep = !r->share_kv && (r->sharing == LF_SHARE_NONE || r->sharing == LF_SHARE_HEADWISE);

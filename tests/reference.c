@@ -6,13 +6,15 @@
 #include <string.h>
 
 #include "internal.h"
+#include "plan.h"
 
 void lf_ref_resolve(lf_attention_config *c)
 {
-    if (!c->d_head) c->d_head = c->d_model / c->heads;
-    if (!c->kv_heads) c->kv_heads = c->heads;
-    if (c->scale == 0.0f) c->scale = (float)(1.0 / sqrt((double)c->d_head));
-    if (c->share_kv) c->bias_v = 0;
+    /* the library's own rule; the device only moves the path, which the reference does not have */
+    const lf_device_info device = {.local_mem_bytes = 32768, .max_alloc_bytes = 1u << 30, .global_mem_bytes = 1u << 31};
+    lf_plan plan;
+    const bool shared = c->mode == LF_MODE_LINFORMER && c->sharing == LF_SHARE_LAYERWISE;
+    if (lf__plan_resolve(c, &device, shared, &plan, NULL, 0) == LF_OK) *c = plan.cfg;
 }
 
 void lf_ref_random_projection(float *out, size_t count, uint64_t seed, int k)

@@ -16,6 +16,7 @@
 
 #include "internal.h"
 #include "layer_case.h"
+#include "stages.h"
 
 #define TOL 1e-5
 
@@ -103,13 +104,14 @@ Test(limits, weights_over_max_alloc)
     good_forward();
 }
 
-/* Dense attention keeps one head's n x n scores: past the budget the forward
- * refuses with both sizes, before allocating them. */
+/* Dense attention keeps one head's n x n scores, and CLBlast may make a
+ * padded copy as large: past the budget that leaves room for both, the
+ * forward refuses with both sizes, before allocating them. */
 Test(limits, dense_scores_over_max_alloc)
 {
     lf_device_info info;
     cr_assert_eq(lf_context_device_info(ctx, &info), LF_OK);
-    uint64_t budget = info.max_alloc_bytes < info.global_mem_bytes / 2 ? info.max_alloc_bytes : info.global_mem_bytes / 2;
+    const uint64_t budget = lf__scores_budget(&info);
     uint64_t n64 = (uint64_t)ceil(sqrt((double)budget / sizeof(float))) + 1;
     if (n64 > (1u << 24)) cr_skip_test("this device allows %" PRIu64 " bytes: n would pass 2^24", budget);
     const int n = (int)n64, D = 8;
@@ -243,4 +245,42 @@ Test(limits, alloc_over_max_alloc)
     cr_expect_eq(st, LF_ERR_OUT_OF_MEMORY);
     cr_expect_eq(context_refs(), refs);
     good_forward();
+}
+
+/* PoCL with POCL_MEMORY_LIMIT=1 allows 256 MiB in one buffer. Dense attention
+ * whose scores pass the library's old budget (all of max alloc) made CLBlast
+ * ask for a padded temporary over the limit, and the process died inside it;
+ * now the budget leaves room for that copy: past it the forward refuses, and
+ * the largest n within it runs. */
+Test(limits_pocl, dense_at_the_allocation_limit, .timeout = 600)
+{
+    setenv("POCL_MEMORY_LIMIT", "1", 1);
+    lf_context *c = lf_test_context();
+    lf_device_info info;
+    cr_assert_eq(lf_context_device_info(c, &info), LF_OK);
+    if (!strstr(info.platform_name, "Portable Computing Language")) {
+        lf_context_free(c);
+        cr_skip_test("POCL_MEMORY_LIMIT is PoCL's; this device is %s", info.platform_name);
+    }
+    const int D = 16, big = 8192;
+    const int fits = (int)floor(sqrt((double)lf__scores_budget(&info) / sizeof(float)));
+    lf_attention_config cfg;
+    lf_attention_config_init(&cfg, D, 1, big, 8);
+    cfg.mode = LF_MODE_DENSE;
+    lf_attention *layer = NULL;
+    cr_assert_eq(lf_attention_create(c, &cfg, NULL, &layer), LF_OK, "%s", lf_context_last_error(c));
+    cr_assert_eq(lf_attention_init_random(layer, lf_test_seed()), LF_OK);
+    float *x = malloc((size_t)big * D * sizeof *x), *y = malloc((size_t)big * D * sizeof *y);
+    uint64_t rng = lf_test_seed();
+    lf_test_fill(x, (size_t)big * D, &rng, -1, 1);
+    lf_status st = lf_attention_forward(layer, x, y, 1, big, NULL);
+    cr_expect_eq(st, LF_ERR_OUT_OF_MEMORY, "n %d: %s (%s)", big, lf_status_string(st), lf_context_last_error(c));
+    lf_test_poison(y, (size_t)big * D);
+    st = lf_attention_forward(layer, x, y, 1, fits, NULL);
+    cr_expect_eq(st, LF_OK, "n %d: %s (%s)", fits, lf_status_string(st), lf_context_last_error(c));
+    for (size_t i = 0; st == LF_OK && i < (size_t)fits * D; i++)
+        cr_assert(isfinite(y[i]) && y[i] != LF_POISON, "y[%zu] = %g", i, y[i]);
+    free(x), free(y);
+    lf_attention_free(layer);
+    lf_context_free(c);
 }

@@ -1,0 +1,89 @@
+/* launch.c - the typed launchers of launch.h. */
+#include "launch.h"
+
+#include <stdio.h>
+
+typedef struct {
+    size_t size;
+    const void *value;
+} lf_arg;
+#define ARG(v) ((lf_arg){sizeof(v), &(v)})
+#define ARGS(...) (const lf_arg[]){__VA_ARGS__}, sizeof((const lf_arg[]){__VA_ARGS__}) / sizeof(lf_arg)
+
+/* Sets every argument of k; the count must be the kernel's own. */
+static lf_status set_args(lf_context *ctx, cl_kernel k, const char *what, const lf_arg *args, size_t count)
+{
+    cl_uint want = 0;
+    LF_CL_CHECK(ctx, clGetKernelInfo(k, CL_KERNEL_NUM_ARGS, sizeof want, &want, NULL),
+                "clGetKernelInfo(CL_KERNEL_NUM_ARGS)");
+    if (want != count)
+        return lf__fail(ctx, LF_ERR_STATE, "%s takes %u arguments, its launcher gives %zu", what, want, count);
+    for (size_t i = 0; i < count; i++) {
+        cl_int err = clSetKernelArg(k, (cl_uint)i, args[i].size, args[i].value);
+        if (err != CL_SUCCESS)
+            return lf__fail(ctx, LF_ERR_OPENCL, "%s: setting argument %zu failed: %s", what, i,
+                            lf_cl_error_string(err));
+    }
+    return LF_OK;
+}
+
+static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
+
+lf_status lf__launch_attention_tiled(lf_context *ctx, const lf_attention_tiled_args *a, lf_timeline *t)
+{
+    char opts[96];
+    snprintf(opts, sizeof opts, "-DDH=%d -DTK=%d -DVW=%d", a->d_head, a->tile_keys, a->d_head % 4 == 0 ? 4 : 1);
+    cl_kernel k;
+    size_t tq = 1;
+    LF_TRY(lf__kernel_sized(ctx, "attention.cl", opts, "attention_tiled", "TQ", a->tile_queries, 1, &k, &tq));
+    const cl_ulong qo = a->q.off, ko = a->k.off, vo = a->v.off, oo = a->o.off;
+    const cl_ulong qb = a->q.bstride, kb = a->k.bstride, vb = a->v.bstride, ob = a->o.bstride;
+    LF_TRY(set_args(ctx, k, "attention_tiled",
+                    ARGS(ARG(a->q.buf), ARG(qo), ARG(a->q.ld), ARG(qb), ARG(a->k.buf), ARG(ko), ARG(a->k.ld), ARG(kb),
+                         ARG(a->v.buf), ARG(vo), ARG(a->v.ld), ARG(vb), ARG(a->o.buf), ARG(oo), ARG(a->o.ld), ARG(ob),
+                         ARG(a->lengths), ARG(a->n_rows), ARG(a->key_count), ARG(a->heads), ARG(a->kv_heads),
+                         ARG(a->scale))));
+    const size_t local[3] = {tq, 1, 1};
+    const size_t global[3] = {round_up((size_t)a->n_rows, tq), (size_t)a->heads, (size_t)a->batch};
+    return lf__launch(ctx, k, "attention_tiled", 3, global, local, t);
+}
+
+lf_status lf__launch_softmax_rows(lf_context *ctx, const lf_softmax_rows_args *a, lf_timeline *t)
+{
+    cl_kernel k;
+    size_t wg = 1;
+    LF_TRY(lf__kernel_sized(ctx, "softmax.cl", "", "softmax_rows", "WG", a->group, 1, &k, &wg));
+    LF_TRY(set_args(ctx, k, "softmax_rows",
+                    ARGS(ARG(a->scores), ARG(a->ld), ARG(a->n_rows), ARG(a->rows_valid), ARG(a->cols_valid))));
+    const size_t local[2] = {wg, 1}, global[2] = {wg, a->count * (size_t)a->n_rows};
+    return lf__launch(ctx, k, "softmax_rows", 2, global, local, t);
+}
+
+lf_status lf__launch_bias_rows(lf_context *ctx, const lf_bias_rows_args *a, lf_timeline *t)
+{
+    if (!a->has_bias && !a->mask) return LF_OK;
+    cl_kernel k;
+    LF_TRY(lf__kernel(ctx, "elementwise.cl", "", "bias_rows", &k));
+    const cl_ulong off = a->y_off, boff = a->bias_off;
+    const int has_bias = a->has_bias, mask = a->mask;
+    const cl_mem bias = a->bias ? a->bias : a->y; /* never read without has_bias */
+    LF_TRY(set_args(ctx, k, "bias_rows",
+                    ARGS(ARG(a->y), ARG(off), ARG(a->ld), ARG(a->cols), ARG(bias), ARG(boff), ARG(has_bias),
+                         ARG(a->lengths), ARG(a->rows_per_seq), ARG(mask))));
+    const size_t global[2] = {(size_t)a->cols, (size_t)a->rows};
+    return lf__launch(ctx, k, "bias_rows", 2, global, NULL, t);
+}
+
+lf_status lf__launch_seq_project_window(lf_context *ctx, const lf_seq_project_window_args *a, lf_timeline *t)
+{
+    cl_kernel k;
+    LF_TRY(lf__kernel(ctx, "seq_project.cl", a->max ? "-DWINDOW_MAX=1" : "-DWINDOW_MAX=0", "seq_project_window", &k));
+    const cl_ulong ioff = a->in_off, ooff = 0;
+    const cl_mem weights = a->weights ? a->weights : a->in; /* never read by max pooling */
+    LF_TRY(set_args(ctx, k, "seq_project_window",
+                    ARGS(ARG(a->in), ARG(ioff), ARG(a->in_ld), ARG(a->in_gstride), ARG(a->n), ARG(a->out), ARG(ooff),
+                         ARG(a->out_ld), ARG(weights), ARG(a->window), ARG(a->w_gstride), ARG(a->w_hstride),
+                         ARG(a->head_cols), ARG(a->lengths), ARG(a->cols), ARG(a->k), ARG(a->groups))));
+    const size_t global[3] = {(size_t)a->cols, (size_t)a->k, (size_t)a->batch * a->groups};
+    return lf__launch(ctx, k, "seq_project_window", 3, global, NULL, t);
+}

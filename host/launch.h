@@ -1,0 +1,75 @@
+/*
+ * launch.h - one typed launcher per OpenCL kernel of cl/. Each takes a struct
+ * whose fields are the kernel's arguments, so a call cannot pass too few or
+ * too many; the launcher builds the kernel with its -D parameters, checks the
+ * argument count against the built kernel, picks the work sizes and records
+ * the command on the timeline (may be NULL) under the kernel's name.
+ */
+#ifndef LF_LAUNCH_H
+#define LF_LAUNCH_H
+
+#include "internal.h"
+
+/* Rows of a [batch, rows, cols] tensor in a buffer: element (b, i, c) sits at
+ * off + b * bstride + i * ld + c, in floats. */
+typedef struct {
+    cl_mem buf;
+    size_t off;
+    int ld;
+    size_t bstride;
+} lf_view;
+
+/* cl/attention.cl: o = softmax(scale q k^T) v per head, tiled over keys.
+ * key_count 0 = the sequence's own keys (the first lengths[b] of them). */
+typedef struct {
+    lf_view q, k, v, o;
+    cl_mem lengths; /* int [batch] */
+    int batch, n_rows, key_count, heads, kv_heads, d_head;
+    float scale;
+    int tile_keys;       /* TK */
+    size_t tile_queries; /* TQ wanted; the device may allow fewer */
+} lf_attention_tiled_args;
+lf_status lf__launch_attention_tiled(lf_context *ctx, const lf_attention_tiled_args *a, lf_timeline *t);
+
+/* cl/softmax.cl: masked softmax of `count` blocks of [n_rows, ld] scores in place. */
+typedef struct {
+    cl_mem scores;
+    int ld, n_rows, rows_valid, cols_valid;
+    size_t count;
+    size_t group; /* WG wanted; the device may allow fewer */
+} lf_softmax_rows_args;
+lf_status lf__launch_softmax_rows(lf_context *ctx, const lf_softmax_rows_args *a, lf_timeline *t);
+
+/* cl/elementwise.cl: y[r, c] += bias[b_off + c]; with mask, rows past their
+ * sequence's length (rows_per_seq rows a sequence) become 0. */
+typedef struct {
+    cl_mem y;
+    size_t y_off;
+    int ld, cols, rows;
+    cl_mem bias; /* may be NULL when has_bias is false */
+    size_t bias_off;
+    bool has_bias;
+    cl_mem lengths;
+    int rows_per_seq;
+    bool mask;
+} lf_bias_rows_args;
+lf_status lf__launch_bias_rows(lf_context *ctx, const lf_bias_rows_args *a, lf_timeline *t);
+
+/* cl/seq_project.cl: pooling or convolution of windows of w rows to k rows,
+ * for `groups` groups of `cols` columns (group g starts at column g in_gstride
+ * of the input and g cols of the output). */
+typedef struct {
+    cl_mem in;
+    size_t in_off;
+    int in_ld, in_gstride, n;
+    cl_mem out;
+    int out_ld;
+    cl_mem weights; /* window weights (mean, conv); unused with max */
+    int window, w_gstride, w_hstride, head_cols;
+    cl_mem lengths;
+    int cols, k, groups, batch;
+    bool max; /* max pooling instead of a weighted sum */
+} lf_seq_project_window_args;
+lf_status lf__launch_seq_project_window(lf_context *ctx, const lf_seq_project_window_args *a, lf_timeline *t);
+
+#endif

@@ -1,0 +1,165 @@
+/* plan.c - checks a layer's config and resolves it, once, into an lf_plan. */
+#include "plan.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define FAIL(status, ...) (lf__fail_buf(msg, msg_size, (status), __VA_ARGS__))
+
+static bool in_enum(int value, int first, int last) { return value >= first && value <= last; }
+
+/* The fields every mode uses. */
+static lf_status check_common(const lf_attention_config *c, char *msg, size_t msg_size)
+{
+    if (c->d_model <= 0) return FAIL(LF_ERR_ARGUMENT, "d_model must be positive, got %d", c->d_model);
+    if (c->heads <= 0) return FAIL(LF_ERR_ARGUMENT, "heads must be positive, got %d", c->heads);
+    if (c->d_head < 0) return FAIL(LF_ERR_ARGUMENT, "d_head must be 0 or positive, got %d", c->d_head);
+    if (c->d_head == 0 && c->d_model % c->heads != 0)
+        return FAIL(LF_ERR_ARGUMENT, "d_model (%d) is not divisible by heads (%d); set d_head", c->d_model, c->heads);
+    if (c->kv_heads != 0 && c->kv_heads != 1 && c->kv_heads != c->heads)
+        return FAIL(LF_ERR_ARGUMENT, "kv_heads must be 1 or heads (%d), got %d", c->heads, c->kv_heads);
+    if (c->max_seq_len <= 0) return FAIL(LF_ERR_ARGUMENT, "max_seq_len must be positive, got %d", c->max_seq_len);
+    if (!in_enum(c->mode, LF_MODE_LINFORMER, LF_MODE_FLASH))
+        return FAIL(LF_ERR_ARGUMENT, "mode %d is not an lf_mode", (int)c->mode);
+    if (!in_enum(c->path, LF_PATH_AUTO, LF_PATH_GEMM))
+        return FAIL(LF_ERR_ARGUMENT, "path %d is not an lf_path", (int)c->path);
+    if (!(c->scale >= 0.0f) || isinf(c->scale))
+        return FAIL(LF_ERR_ARGUMENT, "scale must be finite and >= 0 (0 = 1/sqrt(d_head))");
+    const int dh = c->d_head ? c->d_head : c->d_model / c->heads;
+    /* sizes whose products index buffers with int arithmetic in kernels */
+    if ((int64_t)c->heads * dh > (1 << 20) || c->d_model > (1 << 20) || c->max_seq_len > (1 << 24))
+        return FAIL(LF_ERR_ARGUMENT, "d_model, heads x d_head or max_seq_len is too large");
+    if (c->mode == LF_MODE_FLASH && dh > LF_MAX_DH_TILED)
+        return FAIL(LF_ERR_UNSUPPORTED, "flash mode supports d_head up to %d, got %d", LF_MAX_DH_TILED, dh);
+    return LF_OK;
+}
+
+/* The fields of Linformer's sequence projection. */
+static lf_status check_linformer(const lf_attention_config *c, bool has_shared, char *msg, size_t msg_size)
+{
+    const int dh = c->d_head ? c->d_head : c->d_model / c->heads;
+    if (c->path == LF_PATH_FUSED && dh > LF_MAX_DH_TILED)
+        return FAIL(LF_ERR_UNSUPPORTED, "the fused path supports d_head up to %d, got %d", LF_MAX_DH_TILED, dh);
+    if (c->k <= 0) return FAIL(LF_ERR_ARGUMENT, "k must be positive, got %d", c->k);
+    if (!in_enum(c->sharing, LF_SHARE_NONE, LF_SHARE_LAYERWISE))
+        return FAIL(LF_ERR_ARGUMENT, "sharing %d is not an lf_sharing", (int)c->sharing);
+    if (!in_enum(c->proj_kind, LF_PROJ_LEARNED, LF_PROJ_CONV))
+        return FAIL(LF_ERR_ARGUMENT, "proj_kind %d is not an lf_proj_kind", (int)c->proj_kind);
+    if (!in_enum(c->position, LF_POSITION_KV, LF_POSITION_INPUT))
+        return FAIL(LF_ERR_ARGUMENT, "position %d is not an lf_position", (int)c->position);
+    if (c->position == LF_POSITION_INPUT && c->sharing == LF_SHARE_NONE)
+        return FAIL(LF_ERR_ARGUMENT, "position LF_POSITION_INPUT projects the layer input, which has no heads: "
+                                     "sharing must not be LF_SHARE_NONE");
+    if (c->sharing == LF_SHARE_LAYERWISE) {
+        if (!has_shared) return FAIL(LF_ERR_ARGUMENT, "shared is NULL but sharing is LF_SHARE_LAYERWISE");
+        if (c->proj_kind != LF_PROJ_LEARNED && c->proj_kind != LF_PROJ_RANDOM)
+            return FAIL(LF_ERR_ARGUMENT, "LF_SHARE_LAYERWISE takes a matrix projection (learned or random)");
+    } else if (has_shared) {
+        return FAIL(LF_ERR_ARGUMENT, "shared is given but sharing is not LF_SHARE_LAYERWISE");
+    }
+    if ((uint64_t)c->k * (uint64_t)c->max_seq_len > (1ull << 32))
+        return FAIL(LF_ERR_ARGUMENT, "k x max_seq_len (%d x %d) is too large", c->k, c->max_seq_len);
+    return LF_OK;
+}
+
+static void slot(lf_plan *p, lf_weight_id id, const char *name, lf_weight_buf buf, size_t offset, bool present,
+                 int rows, int cols, float bound)
+{
+    const size_t count = present ? (rows ? (size_t)rows : 1) * (size_t)cols : 0;
+    p->weights[id] = (lf_weight_slot){name, buf, offset, count, rows, cols, bound};
+}
+
+/* The weight table: fused QKV rows [Q | K | V] and their biases, Wo, bo, then E and F. */
+static void layout_weights(lf_plan *p)
+{
+    const lf_attention_config *c = &p->cfg;
+    const int D = c->d_model, q = (int)p->qdim, kv = (int)p->kvdim;
+    const float in_bound = (float)(1.0 / sqrt((double)D)), out_bound = (float)(1.0 / sqrt((double)q));
+    slot(p, LF_W_Q, "wq", LF_BUF_QKV, 0, true, q, D, in_bound);
+    slot(p, LF_W_K, "wk", LF_BUF_QKV, (size_t)q * D, true, kv, D, in_bound);
+    slot(p, LF_W_V, "wv", LF_BUF_QKV, (size_t)(q + kv) * D, !c->share_kv, kv, D, in_bound);
+    slot(p, LF_W_O, "wo", LF_BUF_O, 0, true, D, q, out_bound);
+    slot(p, LF_B_Q, "bq", LF_BUF_B_QKV, 0, c->bias_q, 0, q, in_bound);
+    slot(p, LF_B_K, "bk", LF_BUF_B_QKV, q, c->bias_k, 0, kv, in_bound);
+    slot(p, LF_B_V, "bv", LF_BUF_B_QKV, (size_t)q + kv, c->bias_v, 0, kv, in_bound);
+    slot(p, LF_B_O, "bo", LF_BUF_B_O, 0, c->bias_out, 0, D, out_bound);
+
+    /* E (and F): a matrix or a window's weights, per key/value head or shared by heads */
+    const bool own = p->linformer && c->sharing != LF_SHARE_LAYERWISE;
+    const bool settable = own && (c->proj_kind == LF_PROJ_LEARNED || c->proj_kind == LF_PROJ_CONV);
+    const int copies = p->per_head_proj ? p->kvh : 0; /* 0: no leading dimension */
+    const int cols = c->proj_kind == LF_PROJ_CONV ? p->window : c->k * c->max_seq_len;
+    size_t per = 0; /* floats of one E in the buffer */
+    if (own && (p->matrix_proj || c->proj_kind == LF_PROJ_CONV)) per = (size_t)(copies ? copies : 1) * cols;
+    if (own && c->proj_kind == LF_PROJ_MEAN_POOL) per = p->window; /* uniform 1/w, one copy serves all */
+    const float e_bound = c->proj_kind == LF_PROJ_CONV ? (float)(1.0 / sqrt((double)p->window)) : 0.0f;
+    slot(p, LF_P_E, "e", LF_BUF_PROJ, 0, settable, copies, cols, e_bound);
+    slot(p, LF_P_F, "f", LF_BUF_PROJ, per, settable && p->f_separate, copies, cols, e_bound);
+
+    const size_t qkv_rows = p->cols;
+    p->buf_floats[LF_BUF_QKV] = qkv_rows * D;
+    p->buf_floats[LF_BUF_B_QKV] = qkv_rows;
+    p->buf_floats[LF_BUF_O] = (size_t)D * q;
+    p->buf_floats[LF_BUF_B_O] = D;
+    p->buf_floats[LF_BUF_PROJ] = per * (p->f_separate ? 2 : 1);
+}
+
+/* Linformer's attention path. The fused kernel (attention.cl) beats scores
+ * through two GEMMs and the softmax on the CPU device (bench/NOTES.md); on
+ * devices whose local memory cannot stage a head's k keys and values at once
+ * the GEMM path is taken until measurements there say otherwise. */
+static lf_path auto_path(const lf_plan *p, const lf_device_info *dev)
+{
+    const bool fits = p->dh <= LF_MAX_DH_TILED &&
+                      2ull * p->cfg.k * p->dh * sizeof(float) <= dev->local_mem_bytes;
+    return fits ? LF_PATH_FUSED : LF_PATH_GEMM;
+}
+
+/* Tile of the attention kernel: keys and values of TK keys take 2 TK dh
+ * floats of local memory; keep them within half of it. */
+static int tile_keys(int dh, const lf_device_info *dev)
+{
+    int tk = 32;
+    while (tk > 1 && 2ull * tk * dh * sizeof(float) > dev->local_mem_bytes / 2) tk /= 2;
+    return tk;
+}
+
+lf_status lf__plan_resolve(const lf_attention_config *cfg, const lf_device_info *device, bool has_shared,
+                           lf_plan *plan, char *msg, size_t msg_size)
+{
+    LF_TRY(check_common(cfg, msg, msg_size));
+    if (cfg->mode == LF_MODE_LINFORMER) {
+        LF_TRY(check_linformer(cfg, has_shared, msg, msg_size));
+    } else if (has_shared) {
+        return FAIL(LF_ERR_ARGUMENT, "shared is given but mode %s has no projection", lf_mode_name(cfg->mode));
+    }
+    lf_plan *p = plan;
+    memset(p, 0, sizeof *p);
+    lf_attention_config *c = &p->cfg;
+    *c = *cfg;
+    p->linformer = c->mode == LF_MODE_LINFORMER;
+    p->dh = c->d_head = c->d_head ? c->d_head : c->d_model / c->heads;
+    p->kvh = c->kv_heads = c->kv_heads ? c->kv_heads : c->heads;
+    if (c->scale == 0.0f) c->scale = (float)(1.0 / sqrt((double)p->dh));
+    if (c->share_kv) c->bias_v = 0;
+    if (!p->linformer) c->k = 0;
+    p->window = c->k ? (c->max_seq_len + c->k - 1) / c->k : 0;
+    p->qdim = (size_t)c->heads * p->dh;
+    p->kvdim = (size_t)p->kvh * p->dh;
+    p->cols = p->qdim + (c->share_kv ? 1 : 2) * p->kvdim;
+    p->groups = c->share_kv ? 1 : 2;
+    p->input_side = p->linformer && c->position == LF_POSITION_INPUT;
+    p->f_separate = !c->share_kv && (c->sharing == LF_SHARE_NONE || c->sharing == LF_SHARE_HEADWISE);
+    p->matrix_proj = c->proj_kind == LF_PROJ_LEARNED || c->proj_kind == LF_PROJ_RANDOM;
+    p->per_head_proj = c->sharing == LF_SHARE_NONE && c->proj_kind != LF_PROJ_MEAN_POOL;
+    if (p->linformer && c->path == LF_PATH_AUTO) c->path = auto_path(p, device);
+    if (!p->linformer) c->path = LF_PATH_AUTO;
+    p->tiled = c->mode == LF_MODE_FLASH || (p->linformer && c->path == LF_PATH_FUSED);
+    p->tile_keys = tile_keys(p->dh, device);
+    p->tile_queries = 64;
+    p->softmax_group = 256;
+    layout_weights(p);
+    return LF_OK;
+}

@@ -1,0 +1,51 @@
+/*
+ * stages.h - the forward of one attention layer as a pipeline of stages:
+ *   project q/k/v -> compress (Linformer) -> attend -> output.
+ * A stage reads the layer's plan and weights, works in a workspace, and
+ * records its commands on a timeline. A workspace may serve several layers in
+ * turn (a model's layers run one after another), so it is apart from the
+ * weights.
+ */
+#ifndef LF_STAGES_H
+#define LF_STAGES_H
+
+#include "launch.h"
+#include "plan.h"
+
+/* The device buffers of one layer's weights, by lf_weight_buf, and the
+ * layerwise projection E = F [k, max_seq_len] when the plan shares one. */
+typedef struct {
+    cl_mem buf[LF_BUF_COUNT];
+    cl_mem shared_e;
+} lf_layer_weights;
+
+/* Scratch buffers of forwards, each grown to the largest size asked for. */
+typedef enum { LF_WS_QKV, LF_WS_COMPRESSED, LF_WS_INPUT_COMPRESSED, LF_WS_ATTENTION, LF_WS_SCORES, LF_WS_LENGTHS,
+               LF_WS_COUNT } lf_ws_id;
+typedef struct {
+    cl_mem buf[LF_WS_COUNT];
+    size_t cap[LF_WS_COUNT];
+} lf_workspace;
+
+size_t lf__workspace_bytes(const lf_workspace *ws);
+void lf__workspace_release(lf_workspace *ws);
+
+/* One forward of one layer. lengths: the host copy, [batch], all in [0, n]. */
+typedef struct {
+    lf_context *ctx;
+    const lf_plan *plan;
+    const lf_layer_weights *w;
+    lf_workspace *ws;
+    lf_timeline *tl;
+    int batch, n;
+    const int32_t *lengths;
+} lf_pass;
+
+/* y = attention(x), x and y [batch, n, d_model] on the device, different buffers. */
+lf_status lf__attention_pass(const lf_pass *p, cl_mem x, cl_mem y);
+
+/* Bytes of one head's score block that dense attention may hold, leaving as
+ * much again for the padded copy CLBlast may make of it. */
+size_t lf__scores_budget(const lf_device_info *device);
+
+#endif

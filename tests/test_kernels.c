@@ -1,0 +1,290 @@
+/*
+ * test_kernels.c - each OpenCL kernel on its own, through its typed launcher,
+ * against a plain double-precision twin written here, over a grid of shapes
+ * that are not multiples of any tile. One case type per kernel: it draws fresh
+ * random inputs, poisons the output, runs, and compares every element written.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "launch.h"
+#include "reference.h"
+
+#define TOL 1e-5
+
+static lf_context *ctx;
+static void setup(void) { ctx = lf_test_context(); }
+static void teardown(void) { lf_context_free(ctx); }
+TestSuite(kernels, .init = setup, .fini = teardown, .timeout = 600);
+
+/* ---- device buffers from host arrays ---- */
+
+static cl_mem upload(const void *data, size_t bytes)
+{
+    cl_mem m = NULL;
+    cr_assert_eq(lf__alloc(ctx, bytes, "test buffer", &m), LF_OK, "%s", lf_context_last_error(ctx));
+    cr_assert_eq(lf__upload(ctx, m, 0, data, bytes), LF_OK, "%s", lf_context_last_error(ctx));
+    return m;
+}
+
+static void download(cl_mem m, float *out, size_t count)
+{
+    cr_assert_eq(lf__download(ctx, m, 0, out, count * sizeof *out), LF_OK, "%s", lf_context_last_error(ctx));
+}
+
+static float *random_floats(size_t count, uint64_t *rng, float lo, float hi)
+{
+    float *x = malloc(count * sizeof *x);
+    lf_test_fill(x, count, rng, lo, hi);
+    return x;
+}
+
+/* Random lengths in [0, n] with n itself always among them. */
+static void random_lengths(int32_t *lens, int batch, int n, uint64_t *rng)
+{
+    for (int b = 0; b < batch; b++) lens[b] = b == 0 ? n : (int32_t)(lf__rand_next(rng) % (uint64_t)(n + 1));
+}
+
+/* ---- every kernel file compiles alone, with its own defaults ---- */
+
+Test(kernels, each_file_compiles_with_its_defaults)
+{
+    static const char *const files[][2] = {{"attention.cl", "attention_tiled"}, {"softmax.cl", "softmax_rows"},
+                                           {"seq_project.cl", "seq_project_window"}, {"elementwise.cl", "bias_rows"}};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        cl_kernel k = NULL;
+        cr_expect_eq(lf__kernel(ctx, files[i][0], "", files[i][1], &k), LF_OK, "%s: %s", files[i][0],
+                     lf_context_last_error(ctx));
+    }
+}
+
+/* ---- softmax_rows ---- */
+
+static void softmax_case(int count, int rows, int ld, int rows_valid, int cols_valid, size_t group, uint64_t *rng)
+{
+    const size_t total = (size_t)count * rows * ld;
+    float *s = random_floats(total, rng, -8.0f, 8.0f), *out = malloc(total * sizeof *out);
+    double *ref = malloc(total * sizeof *ref);
+    cl_mem buf = upload(s, total * sizeof *s);
+    const lf_softmax_rows_args a = {buf, ld, rows, rows_valid, cols_valid, (size_t)count, group};
+    cr_assert_eq(lf__launch_softmax_rows(ctx, &a, NULL), LF_OK, "%s", lf_context_last_error(ctx));
+    lf_test_poison(out, total);
+    download(buf, out, total);
+    double row[1024];
+    for (size_t r = 0; r < (size_t)count * rows; r++) {
+        const bool live = (int)(r % rows) < rows_valid && cols_valid > 0;
+        for (int c = 0; c < ld; c++) row[c] = s[r * ld + c];
+        if (live) lf_ref_softmax(row, ld, cols_valid, ref + r * ld);
+        else for (int c = 0; c < ld; c++) ref[r * ld + c] = 0.0;
+    }
+    for (size_t i = 0; i < total; i++)
+        if (ref[i] == 0.0) cr_assert_eq(out[i], 0.0f, "masked entry %zu is %g, not 0", i, out[i]);
+    double e = lf_test_rel_err(out, ref, total);
+    cr_expect_leq(e, TOL, "softmax count %d rows %d ld %d valid %d x %d group %zu: %.3g", count, rows, ld, rows_valid,
+                  cols_valid, group, e);
+    lf__release(&buf);
+    free(s), free(out), free(ref);
+}
+
+Test(kernels, softmax_rows_grid)
+{
+    uint64_t rng = lf_test_seed();
+    static const int lds[] = {1, 7, 33, 173, 600};
+    static const size_t groups[] = {1, 8, 256};
+    for (size_t i = 0; i < sizeof lds / sizeof lds[0]; i++)
+        for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
+            const int ld = lds[i], valid = 1 + (int)(lf__rand_next(&rng) % (uint64_t)ld);
+            softmax_case(3, 5, ld, 4, valid, groups[g], &rng);
+        }
+    softmax_case(2, 3, 9, 3, 0, 64, &rng); /* nothing to attend to: zeros, not NaN */
+}
+
+/* ---- bias_rows ---- */
+
+static void bias_case(int batch, int per_seq, int cols, int ld, bool has_bias, bool mask, uint64_t *rng)
+{
+    const int rows = batch * per_seq;
+    const size_t total = (size_t)rows * ld;
+    float *y = random_floats(total, rng, -1.0f, 1.0f), *bias = random_floats(cols + 3, rng, -1.0f, 1.0f);
+    float *out = malloc(total * sizeof *out);
+    double *ref = malloc(total * sizeof *ref);
+    int32_t lens[8];
+    random_lengths(lens, batch, per_seq, rng);
+    cl_mem yb = upload(y, total * sizeof *y), bb = upload(bias, (cols + 3) * sizeof *bias);
+    cl_mem lb = upload(lens, batch * sizeof *lens);
+    const lf_bias_rows_args a = {.y = yb, .ld = ld, .cols = cols, .rows = rows, .bias = bb, .bias_off = 3,
+                                 .has_bias = has_bias, .lengths = lb, .rows_per_seq = per_seq, .mask = mask};
+    cr_assert_eq(lf__launch_bias_rows(ctx, &a, NULL), LF_OK, "%s", lf_context_last_error(ctx));
+    lf_test_poison(out, total);
+    download(yb, out, total);
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < ld; c++) {
+            const bool past = mask && r % per_seq >= lens[r / per_seq];
+            double v = y[(size_t)r * ld + c];
+            if (c < cols) v = past ? 0.0 : v + (has_bias ? bias[3 + c] : 0.0);
+            ref[(size_t)r * ld + c] = v;
+        }
+    cr_expect_leq(lf_test_rel_err(out, ref, total), TOL, "bias_rows batch %d rows %d cols %d ld %d bias %d mask %d",
+                  batch, per_seq, cols, ld, has_bias, mask);
+    lf__release(&yb), lf__release(&bb), lf__release(&lb);
+    free(y), free(bias), free(out), free(ref);
+}
+
+Test(kernels, bias_rows_grid)
+{
+    uint64_t rng = lf_test_seed();
+    static const int shapes[][3] = {{1, 1, 1}, {7, 5, 9}, {13, 31, 31}, {29, 100, 107}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int flags = 1; flags < 4; flags++)
+            bias_case(3, shapes[i][0], shapes[i][1], shapes[i][2], flags & 1, flags & 2, &rng);
+}
+
+/* ---- seq_project_window: pooling and convolution ---- */
+
+typedef struct {
+    int batch, n, k, window, cols, head_cols, groups;
+    bool max, per_head;
+} window_case;
+
+/* out[b, j, g cols + c] = reduce over i in window j below len[b] of wt[i - j w] in[b, i, g cols + c]. */
+static double window_ref(const window_case *t, const float *in, const float *wt, const int32_t *lens, int b, int j,
+                         int g, int c)
+{
+    const int start = j * t->window, stop = start + t->window < lens[b] ? start + t->window : lens[b];
+    const int in_ld = t->groups * t->cols;
+    const float *w = wt + g * (t->per_head ? t->cols / t->head_cols : 1) * t->window +
+                     (t->per_head ? c / t->head_cols : 0) * t->window;
+    double acc = t->max && start < stop ? -INFINITY : 0.0;
+    for (int i = start; i < stop; i++) {
+        const double x = in[((size_t)b * t->n + i) * in_ld + g * t->cols + c];
+        acc = t->max ? fmax(acc, x) : acc + w[i - start] * x;
+    }
+    return acc;
+}
+
+static void window_run(const window_case *t, uint64_t *rng)
+{
+    const int in_ld = t->groups * t->cols, out_ld = t->groups * t->cols;
+    const int copies = t->per_head ? t->cols / t->head_cols : 1, w_gstride = copies * t->window;
+    const size_t in_count = (size_t)t->batch * t->n * in_ld, out_count = (size_t)t->batch * t->k * out_ld;
+    float *in = random_floats(in_count, rng, -1.0f, 1.0f), *wt = random_floats((size_t)2 * w_gstride, rng, -1.0f, 1.0f);
+    float *out = malloc(out_count * sizeof *out);
+    double *ref = malloc(out_count * sizeof *ref);
+    int32_t lens[8];
+    random_lengths(lens, t->batch, t->n, rng);
+    cl_mem ib = upload(in, in_count * sizeof *in), wb = upload(wt, 2 * w_gstride * sizeof *wt);
+    cl_mem lb = upload(lens, t->batch * sizeof *lens), ob = NULL;
+    cr_assert_eq(lf__alloc(ctx, out_count * sizeof *out, "out", &ob), LF_OK);
+    lf_test_poison(out, out_count);
+    cr_assert_eq(lf__upload(ctx, ob, 0, out, out_count * sizeof *out), LF_OK);
+    const lf_seq_project_window_args a = {
+        .in = ib, .in_ld = in_ld, .in_gstride = t->cols, .n = t->n, .out = ob, .out_ld = out_ld, .weights = wb,
+        .window = t->window, .w_gstride = w_gstride, .w_hstride = t->per_head ? t->window : 0,
+        .head_cols = t->head_cols, .lengths = lb, .cols = t->cols, .k = t->k, .groups = t->groups,
+        .batch = t->batch, .max = t->max};
+    cr_assert_eq(lf__launch_seq_project_window(ctx, &a, NULL), LF_OK, "%s", lf_context_last_error(ctx));
+    download(ob, out, out_count);
+    for (int b = 0; b < t->batch; b++)
+        for (int j = 0; j < t->k; j++)
+            for (int g = 0; g < t->groups; g++)
+                for (int c = 0; c < t->cols; c++)
+                    ref[((size_t)b * t->k + j) * out_ld + g * t->cols + c] = window_ref(t, in, wt, lens, b, j, g, c);
+    cr_expect_leq(lf_test_rel_err(out, ref, out_count), TOL,
+                  "seq_project_window n %d k %d w %d cols %d head_cols %d groups %d max %d per_head %d", t->n, t->k,
+                  t->window, t->cols, t->head_cols, t->groups, t->max, t->per_head);
+    lf__release(&ib), lf__release(&wb), lf__release(&lb), lf__release(&ob);
+    free(in), free(wt), free(out), free(ref);
+}
+
+Test(kernels, seq_project_window_grid)
+{
+    uint64_t rng = lf_test_seed();
+    static const int shapes[][4] = {{1, 1, 1, 1}, {7, 3, 3, 6}, {173, 16, 11, 24}, {50, 7, 8, 15}}; /* n k w cols */
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int v = 0; v < 4; v++) {
+            const int cols = shapes[i][3], head_cols = cols % 3 == 0 ? cols / 3 : cols;
+            const window_case t = {3, shapes[i][0], shapes[i][1], shapes[i][2], cols, head_cols, 1 + v % 2,
+                                   v >= 2, v == 1};
+            window_run(&t, &rng);
+        }
+}
+
+/* ---- attention_tiled ---- */
+
+typedef struct {
+    int batch, n, keys, heads, kv_heads, dh; /* keys 0 = the sequence's own (flash) */
+    int tile_keys;
+    size_t tile_queries;
+} tiled_case;
+
+static void tiled_ref(const tiled_case *t, const float *q, const float *k, const float *v, const int32_t *lens,
+                      double *o)
+{
+    const int qd = t->heads * t->dh, kd = t->kv_heads * t->dh;
+    const int key_rows = t->keys ? t->keys : t->n;
+    double s[512], p[512];
+    for (int b = 0; b < t->batch; b++)
+        for (int h = 0; h < t->heads; h++)
+            for (int i = 0; i < t->n; i++) {
+                const int nk = i < lens[b] ? (t->keys ? t->keys : lens[b]) : 0;
+                const int hk = h / (t->heads / t->kv_heads);
+                for (int j = 0; j < nk; j++) {
+                    double dot = 0;
+                    for (int d = 0; d < t->dh; d++)
+                        dot += (double)q[((size_t)b * t->n + i) * qd + h * t->dh + d] *
+                               k[((size_t)b * key_rows + j) * kd + hk * t->dh + d];
+                    s[j] = dot / sqrt((double)t->dh);
+                }
+                if (nk) lf_ref_softmax(s, nk, nk, p);
+                for (int d = 0; d < t->dh; d++) {
+                    double acc = 0;
+                    for (int j = 0; j < nk; j++) acc += p[j] * v[((size_t)b * key_rows + j) * kd + hk * t->dh + d];
+                    o[((size_t)b * t->n + i) * qd + h * t->dh + d] = acc;
+                }
+            }
+}
+
+static void tiled_run(const tiled_case *t, uint64_t *rng)
+{
+    const int qd = t->heads * t->dh, kd = t->kv_heads * t->dh, key_rows = t->keys ? t->keys : t->n;
+    const size_t qc = (size_t)t->batch * t->n * qd, kc = (size_t)t->batch * key_rows * kd;
+    float *q = random_floats(qc, rng, -1.0f, 1.0f), *k = random_floats(kc, rng, -1.0f, 1.0f);
+    float *v = random_floats(kc, rng, -1.0f, 1.0f), *out = malloc(qc * sizeof *out);
+    double *ref = malloc(qc * sizeof *ref);
+    int32_t lens[8];
+    random_lengths(lens, t->batch, t->n, rng);
+    cl_mem qb = upload(q, qc * sizeof *q), kb = upload(k, kc * sizeof *k), vb = upload(v, kc * sizeof *v);
+    cl_mem lb = upload(lens, t->batch * sizeof *lens), ob = NULL;
+    lf_test_poison(out, qc);
+    ob = upload(out, qc * sizeof *out);
+    const lf_attention_tiled_args a = {
+        .q = {qb, 0, qd, (size_t)t->n * qd}, .k = {kb, 0, kd, (size_t)key_rows * kd},
+        .v = {vb, 0, kd, (size_t)key_rows * kd}, .o = {ob, 0, qd, (size_t)t->n * qd}, .lengths = lb,
+        .batch = t->batch, .n_rows = t->n, .key_count = t->keys, .heads = t->heads, .kv_heads = t->kv_heads,
+        .d_head = t->dh, .scale = (float)(1.0 / sqrt((double)t->dh)), .tile_keys = t->tile_keys,
+        .tile_queries = t->tile_queries};
+    cr_assert_eq(lf__launch_attention_tiled(ctx, &a, NULL), LF_OK, "%s", lf_context_last_error(ctx));
+    download(ob, out, qc);
+    tiled_ref(t, q, k, v, lens, ref);
+    cr_expect_leq(lf_test_rel_err(out, ref, qc), TOL, "attention_tiled n %d keys %d heads %d/%d dh %d TK %d TQ %zu",
+                  t->n, t->keys, t->heads, t->kv_heads, t->dh, t->tile_keys, t->tile_queries);
+    lf__release(&qb), lf__release(&kb), lf__release(&vb), lf__release(&lb), lf__release(&ob);
+    free(q), free(k), free(v), free(out), free(ref);
+}
+
+Test(kernels, attention_tiled_grid)
+{
+    uint64_t rng = lf_test_seed();
+    static const int shapes[][3] = {{1, 0, 4}, {7, 0, 24}, {173, 0, 16}, {65, 19, 24}, {33, 1, 5}, {40, 33, 64}};
+    static const int tiles[][2] = {{32, 64}, {5, 7}, {1, 1}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++)
+            for (int kvh = 1; kvh <= 3; kvh += 2) {
+                const tiled_case c = {2, shapes[i][0], shapes[i][1], 3, kvh, shapes[i][2], tiles[t][0],
+                                      (size_t)tiles[t][1]};
+                tiled_run(&c, &rng);
+            }
+}
