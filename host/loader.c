@@ -13,8 +13,20 @@
 #include "internal.h"
 #include "safetensors.h"
 
-static const char *const known[] = {"to_q.weight", "to_k.weight", "to_v.weight", "to_q.bias", "to_k.bias",
-                                    "to_v.bias", "proj_k", "proj_v", "to_out.weight", "to_out.bias"};
+/* The file's tensors, in one table: name, rank, whether required, and the
+ * layer weight each sets (proj_k and proj_v are E^T and F^T: transposed). */
+enum { T_WQ, T_WK, T_WV, T_BQ, T_BK, T_BV, T_PK, T_PV, T_WO, T_BO, T_COUNT };
+static const struct {
+    const char *name;
+    int ndim;
+    bool required;
+    const char *weight;
+} tensors[T_COUNT] = {
+    [T_WQ] = {"to_q.weight", 2, true, "wq"},  [T_WK] = {"to_k.weight", 2, true, "wk"},
+    [T_WV] = {"to_v.weight", 2, false, "wv"}, [T_BQ] = {"to_q.bias", 1, false, "bq"},
+    [T_BK] = {"to_k.bias", 1, false, "bk"},   [T_BV] = {"to_v.bias", 1, false, "bv"},
+    [T_PK] = {"proj_k", 2, true, "e"},        [T_PV] = {"proj_v", 2, false, "f"},
+    [T_WO] = {"to_out.weight", 2, true, "wo"}, [T_BO] = {"to_out.bias", 1, false, "bo"}};
 
 /* Finds a 2-D (or 1-D) tensor and checks its rank; NULL with a message if absent and required. */
 static lf_status get(lf_context *ctx, const lf_st_file *f, const char *path, const char *name, int ndim,
@@ -63,87 +75,94 @@ static lf_status set_tensor(lf_context *ctx, lf_attention *layer, const char *pa
     return st;
 }
 
-static lf_status load(lf_context *ctx, const lf_st_file *f, const char *path, int heads, lf_mode mode,
-                      lf_attention **out)
+/* The head count: given, or from __metadata__ "heads"; a given count that
+ * contradicts the file is an error, never a silent override. */
+static lf_status head_count(lf_context *ctx, const lf_st_file *f, const char *path, int *heads)
+{
+    const char *h = lf_st_meta(f, "heads");
+    char *end = NULL;
+    const long v = h ? strtol(h, &end, 10) : 0;
+    const bool valid = h && *h && !*end && v > 0 && v <= 65536;
+    if (h && !valid)
+        return lf__fail(ctx, LF_ERR_FORMAT, "%s: __metadata__ \"heads\" is \"%s\", not a head count in [1, 65536]",
+                        path, h);
+    if (*heads > 0 && valid && v != *heads)
+        return lf__fail(ctx, LF_ERR_ARGUMENT, "heads %d was given but %s says %ld (__metadata__ \"heads\")", *heads,
+                        path, v);
+    if (*heads > 0) return LF_OK;
+    if (!valid)
+        return lf__fail(ctx, LF_ERR_ARGUMENT, "%s: the head count is neither given nor in __metadata__ \"heads\"",
+                        path);
+    *heads = (int)v;
+    return LF_OK;
+}
+
+/* Every tensor of the file is known, each known one has its rank and a float type. */
+static lf_status find_tensors(lf_context *ctx, const lf_st_file *f, const char *path, const lf_st_tensor **t)
 {
     for (size_t i = 0; i < f->count; i++) {
-        size_t j = 0;
-        while (j < sizeof known / sizeof known[0] && strcmp(f->tensors[i].name, known[j]) != 0) j++;
-        if (j == sizeof known / sizeof known[0])
+        int j = 0;
+        while (j < T_COUNT && strcmp(f->tensors[i].name, tensors[j].name) != 0) j++;
+        if (j == T_COUNT)
             return lf__fail(ctx, LF_ERR_FORMAT, "%s: unknown tensor \"%s\" (not a LinformerSelfAttention weight)",
                             path, f->tensors[i].name);
     }
-    if (heads <= 0) {
-        const char *h = lf_st_meta(f, "heads");
-        char *end = NULL;
-        long v = h ? strtol(h, &end, 10) : 0;
-        if (!h || *end || v <= 0 || v > 65536)
-            return lf__fail(ctx, LF_ERR_ARGUMENT, "%s: the head count is neither given nor a positive "
-                                                  "__metadata__ \"heads\" entry", path);
-        heads = (int)v;
-    }
-    const lf_st_tensor *wq, *wk, *wv, *bq, *bk, *bv, *pk, *pv, *wo, *bo;
-    LF_TRY(get(ctx, f, path, "to_q.weight", 2, true, &wq));
-    LF_TRY(get(ctx, f, path, "to_k.weight", 2, true, &wk));
-    LF_TRY(get(ctx, f, path, "to_v.weight", 2, false, &wv));
-    LF_TRY(get(ctx, f, path, "to_q.bias", 1, false, &bq));
-    LF_TRY(get(ctx, f, path, "to_k.bias", 1, false, &bk));
-    LF_TRY(get(ctx, f, path, "to_v.bias", 1, false, &bv));
-    LF_TRY(get(ctx, f, path, "proj_k", 2, true, &pk));
-    LF_TRY(get(ctx, f, path, "proj_v", 2, false, &pv));
-    LF_TRY(get(ctx, f, path, "to_out.weight", 2, true, &wo));
-    LF_TRY(get(ctx, f, path, "to_out.bias", 1, false, &bo));
+    for (int j = 0; j < T_COUNT; j++) LF_TRY(get(ctx, f, path, tensors[j].name, tensors[j].ndim, tensors[j].required, &t[j]));
+    return LF_OK;
+}
 
-    const int64_t D = wq->shape[1], qrows = wq->shape[0];
+/* The layer's config from the shapes; every shape is checked against it. */
+static lf_status infer_config(lf_context *ctx, const lf_st_tensor *const *t, const char *path, int heads,
+                              lf_attention_config *cfg)
+{
+    const int64_t D = t[T_WQ]->shape[1], qrows = t[T_WQ]->shape[0];
     if (D <= 0 || qrows <= 0 || qrows % heads != 0)
         return lf__fail(ctx, LF_ERR_FORMAT, "%s: tensor \"to_q.weight\" [%lld, %lld] does not split into %d heads",
                         path, (long long)qrows, (long long)D, heads);
-    const int64_t dh = qrows / heads, kvrows = wk->shape[0];
+    const int64_t dh = qrows / heads, kvrows = t[T_WK]->shape[0];
     if (kvrows != qrows && kvrows != dh)
         return lf__fail(ctx, LF_ERR_FORMAT, "%s: tensor \"to_k.weight\" has %lld rows: expected %lld (all heads) "
                                             "or %lld (one key/value head)", path, (long long)kvrows,
                         (long long)qrows, (long long)dh);
-    const bool share_kv = wv == NULL;
-    if (share_kv && (pv || bv))
+    const bool share_kv = t[T_WV] == NULL;
+    if (share_kv && (t[T_PV] || t[T_BV]))
         return lf__fail(ctx, LF_ERR_FORMAT, "%s: tensor \"%s\" without \"to_v.weight\" (share_kv has no values of its own)",
-                        path, pv ? "proj_v" : "to_v.bias");
-    if (!share_kv && !pv) return lf__fail(ctx, LF_ERR_FORMAT, "%s: tensor \"proj_v\" is missing", path);
-    LF_TRY(expect_dim(ctx, path, wk, 1, D));
-    if (wv) {
-        LF_TRY(expect_dim(ctx, path, wv, 0, kvrows));
-        LF_TRY(expect_dim(ctx, path, wv, 1, D));
-    }
-    if (bq) LF_TRY(expect_dim(ctx, path, bq, 0, qrows));
-    if (bk) LF_TRY(expect_dim(ctx, path, bk, 0, kvrows));
-    if (bv) LF_TRY(expect_dim(ctx, path, bv, 0, kvrows));
-    if (pv) {
-        LF_TRY(expect_dim(ctx, path, pv, 0, pk->shape[0]));
-        LF_TRY(expect_dim(ctx, path, pv, 1, pk->shape[1]));
-    }
-    LF_TRY(expect_dim(ctx, path, wo, 0, D));
-    LF_TRY(expect_dim(ctx, path, wo, 1, qrows));
-    if (bo) LF_TRY(expect_dim(ctx, path, bo, 0, D));
-    if (D > (1 << 20) || pk->shape[0] > (1 << 24) || pk->shape[0] <= 0 || pk->shape[1] <= 0 || pk->shape[1] > (1 << 20))
+                        path, t[T_PV] ? "proj_v" : "to_v.bias");
+    if (!share_kv && !t[T_PV]) return lf__fail(ctx, LF_ERR_FORMAT, "%s: tensor \"proj_v\" is missing", path);
+    const int64_t n = t[T_PK]->shape[0], k = t[T_PK]->shape[1];
+    const int64_t want[T_COUNT][2] = {[T_WQ] = {qrows, D}, [T_WK] = {kvrows, D}, [T_WV] = {kvrows, D},
+                                      [T_BQ] = {qrows}, [T_BK] = {kvrows}, [T_BV] = {kvrows}, [T_PK] = {n, k},
+                                      [T_PV] = {n, k}, [T_WO] = {D, qrows}, [T_BO] = {D}};
+    for (int j = 0; j < T_COUNT; j++)
+        for (int d = 0; t[j] && d < tensors[j].ndim; d++) LF_TRY(expect_dim(ctx, path, t[j], d, want[j][d]));
+    if (D > (1 << 20) || n > (1 << 24) || n <= 0 || k <= 0 || k > (1 << 20))
         return lf__fail(ctx, LF_ERR_FORMAT, "%s: sizes out of range (d_model %lld, proj_k [%lld, %lld])", path,
-                        (long long)D, (long long)pk->shape[0], (long long)pk->shape[1]);
+                        (long long)D, (long long)n, (long long)k);
+    lf_attention_config_init(cfg, (int)D, heads, (int)n, (int)k);
+    cfg->d_head = (int)dh;
+    cfg->kv_heads = kvrows == qrows ? heads : 1;
+    cfg->bias_q = t[T_BQ] != NULL, cfg->bias_k = t[T_BK] != NULL, cfg->bias_v = t[T_BV] != NULL;
+    cfg->bias_out = t[T_BO] != NULL;
+    cfg->share_kv = share_kv;
+    cfg->sharing = share_kv ? LF_SHARE_KV : LF_SHARE_HEADWISE;
+    return LF_OK;
+}
 
+static lf_status load(lf_context *ctx, const lf_st_file *f, const char *path, int heads, lf_mode mode,
+                      lf_attention **out)
+{
+    const lf_st_tensor *t[T_COUNT];
+    LF_TRY(find_tensors(ctx, f, path, t));
+    LF_TRY(head_count(ctx, f, path, &heads));
     lf_attention_config cfg;
-    lf_attention_config_init(&cfg, (int)D, heads, (int)pk->shape[0], (int)pk->shape[1]);
-    cfg.d_head = (int)dh;
-    cfg.kv_heads = kvrows == qrows ? heads : 1;
-    cfg.bias_q = bq != NULL, cfg.bias_k = bk != NULL, cfg.bias_v = bv != NULL, cfg.bias_out = bo != NULL;
-    cfg.share_kv = share_kv;
-    cfg.sharing = share_kv ? LF_SHARE_KV : LF_SHARE_HEADWISE;
+    LF_TRY(infer_config(ctx, t, path, heads, &cfg));
     cfg.mode = mode;
     lf_attention *layer = NULL;
     LF_TRY(lf_attention_create(ctx, &cfg, NULL, &layer));
-    const struct { const lf_st_tensor *t; const char *name; bool transpose; } sets[] = {
-        {wq, "wq", false}, {wk, "wk", false}, {wv, "wv", false}, {wo, "wo", false}, {bq, "bq", false},
-        {bk, "bk", false}, {bv, "bv", false}, {bo, "bo", false},
-        {mode == LF_MODE_LINFORMER ? pk : NULL, "e", true}, {mode == LF_MODE_LINFORMER ? pv : NULL, "f", true}};
-    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
-        if (!sets[i].t) continue;
-        lf_status st = set_tensor(ctx, layer, path, sets[i].t, sets[i].name, sets[i].transpose);
+    for (int j = 0; j < T_COUNT; j++) {
+        const bool projection = j == T_PK || j == T_PV;
+        if (!t[j] || (projection && mode != LF_MODE_LINFORMER)) continue;
+        lf_status st = set_tensor(ctx, layer, path, t[j], tensors[j].weight, projection);
         if (st != LF_OK) {
             lf_attention_free(layer);
             return st;
@@ -155,9 +174,9 @@ static lf_status load(lf_context *ctx, const lf_st_file *f, const char *path, in
 
 lf_status lf_attention_load(lf_context *ctx, const char *path, int heads, lf_mode mode, lf_attention **out)
 {
+    if (out) *out = NULL;
     if (!ctx) return LF_ERR_ARGUMENT;
     if (!out) return lf__fail(ctx, LF_ERR_ARGUMENT, "out is NULL");
-    *out = NULL;
     if (!path) return lf__fail(ctx, LF_ERR_ARGUMENT, "path is NULL");
     if (heads < 0) return lf__fail(ctx, LF_ERR_ARGUMENT, "heads must be 0 (from the file) or positive, got %d", heads);
     if (mode < LF_MODE_LINFORMER || mode > LF_MODE_FLASH)

@@ -458,7 +458,9 @@ Test(arguments, load)
     cr_expect_null(layer);
     EXPECT_FAIL(LF_ERR_ARGUMENT, "heads", lf_attention_load(ctx, path, -1, LF_MODE_LINFORMER, &layer));
     EXPECT_FAIL(LF_ERR_ARGUMENT, "mode", lf_attention_load(ctx, path, 0, (lf_mode)5, &layer));
-    EXPECT_FAIL(LF_ERR_FORMAT, "heads", lf_attention_load(ctx, path, 3, LF_MODE_LINFORMER, &layer));
+    /* a head count that contradicts the file's __metadata__ (2) is refused, naming both */
+    EXPECT_FAIL(LF_ERR_ARGUMENT, "heads 3 was given", lf_attention_load(ctx, path, 3, LF_MODE_LINFORMER, &layer));
+    EXPECT_FAIL(LF_ERR_ARGUMENT, "says 2", lf_attention_load(ctx, path, 3, LF_MODE_LINFORMER, &layer));
     EXPECT_FAIL(LF_ERR_IO, "/nonexistent/x.safetensors",
                 lf_attention_load(ctx, "/nonexistent/x.safetensors", 0, LF_MODE_LINFORMER, &layer));
     lf_status st = lf_attention_load(ctx, LF_SOURCE_DIR, 0, LF_MODE_LINFORMER, &layer); /* a folder */
