@@ -534,3 +534,44 @@ Test(arguments, fuzz_regressions_and_seeds_load_or_fail_cleanly)
     cr_expect_gt(files, 10, "only %d files found", files);
     good_forward();
 }
+
+/* With a NULL context there is nowhere to write a message, but *out is still cleared. */
+Test(arguments, out_is_cleared_without_a_context)
+{
+    lf_attention_config c;
+    lf_attention_config_init(&c, 16, 2, 32, 4);
+    lf_attention *layer = BOGUS;
+    lf_projection *proj = BOGUS;
+    EXPECT_STATUS(LF_ERR_ARGUMENT, lf_attention_create(NULL, &c, NULL, &layer));
+    cr_expect_null(layer, "lf_attention_create left *out as it was");
+    layer = BOGUS;
+    EXPECT_STATUS(LF_ERR_ARGUMENT, lf_attention_load(NULL, "x.safetensors", 0, LF_MODE_LINFORMER, &layer));
+    cr_expect_null(layer, "lf_attention_load left *out as it was");
+    EXPECT_STATUS(LF_ERR_ARGUMENT, lf_projection_create(NULL, 4, 32, LF_PROJ_LEARNED, 0, &proj));
+    cr_expect_null(proj, "lf_projection_create left *out as it was");
+}
+
+/* Layers and projections hold their context: freeing the context first is
+ * allowed, and they keep working until they are freed themselves. */
+Test(arguments, context_freed_before_its_layers)
+{
+    lf_context *own = lf_test_context();
+    lf_projection *proj = NULL;
+    cr_assert_eq(lf_projection_create(own, 4, 32, LF_PROJ_RANDOM, 7, &proj), LF_OK, "%s", lf_context_last_error(own));
+    lf_attention_config c;
+    lf_attention_config_init(&c, 16, 2, 32, 4);
+    c.sharing = LF_SHARE_LAYERWISE;
+    c.proj_kind = LF_PROJ_RANDOM;
+    lf_attention *layer = NULL;
+    cr_assert_eq(lf_attention_create(own, &c, proj, &layer), LF_OK, "%s", lf_context_last_error(own));
+    cr_assert_eq(lf_attention_init_random(layer, 1), LF_OK);
+    lf_context_free(own);
+    lf_projection_free(proj); /* the layer still holds it */
+    float x[3 * 16], y[3 * 16];
+    uint64_t rng = lf_test_seed();
+    lf_test_fill(x, 3 * 16, &rng, -1, 1);
+    lf_test_poison(y, 3 * 16);
+    cr_expect_eq(lf_attention_forward(layer, x, y, 1, 3, NULL), LF_OK);
+    for (int i = 0; i < 3 * 16; i++) cr_expect(isfinite(y[i]) && y[i] != LF_POISON, "y[%d] = %g", i, y[i]);
+    lf_attention_free(layer); /* the last holder: context and projection go now */
+}
