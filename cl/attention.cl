@@ -7,9 +7,16 @@
  * memory. The same kernel serves two modes:
  *   flash:     keys are the sequence itself, the first len[b] of them count;
  *   linformer: keys are the k compressed rows (key_count = k), all of them count.
+ * With CAUSAL, query i sees only what precedes it:
+ *   flash:     keys 0..i; key tiles wholly after the work-group's last row are
+ *              never loaded;
+ *   linformer: in one softmax, the slots of the complete windows before its
+ *              own (j < i / w), then the exact keys of its own window up to
+ *              itself (sk, sv: the sequence's own keys and values, positions
+ *              i / w * w .. i).
  * Rows at or past len[b] are written as 0, and so is a row with no keys.
  *
- * q[b, i, h*DH + d] at q + q_off + b*q_bstride + i*q_ld, likewise k, v, o.
+ * q[b, i, h*DH + d] at q + q_off + b*q_bstride + i*q_ld, likewise k, v, o, sk, sv.
  * Global: (rows rounded up to TQ, heads, batch), local (TQ, 1, 1).
  */
 
@@ -27,6 +34,9 @@
 #ifndef VW
 #define VW 4 /* vector width of the loads: 4 when it divides DH, else 1 */
 #endif
+#ifndef CAUSAL
+#define CAUSAL 0 /* 1: each query sees only the keys before it (see above) */
+#endif
 #if VW == 4
 typedef float4 vec;
 #define LOADV(i, p) vload4((i), (p))
@@ -38,12 +48,52 @@ typedef float vec;
 #endif
 #define DV (DH / VW) /* vectors per row */
 
+/* Stages rows [j0, j0 + tk) of keys and values in local memory; every
+ * work-item of the group takes part. */
+static void stage(local vec (*kt)[DV], local vec (*vt)[DV], const global float *kb, int k_ld,
+                  const global float *vb, int v_ld, int j0, int tk, int lid)
+{
+    for (int t = lid; t < tk * DV; t += TQ) {
+        const int j = t / DV, d = t % DV;
+        kt[j][d] = LOADV(d, kb + (ulong)(j0 + j) * k_ld);
+        vt[j][d] = LOADV(d, vb + (ulong)(j0 + j) * v_ld);
+    }
+}
+
+/* Folds staged keys jmin..jmax-1 into one query's running max m, sum l and
+ * weighted values acc (an online softmax). */
+static void fold(local const vec (*kt)[DV], local const vec (*vt)[DV], int jmin, int jmax, const vec *qr,
+                 vec *acc, float *m, float *l)
+{
+    if (jmin >= jmax) return;
+    float s[TK];
+    float tile_max = -INFINITY;
+    for (int j = jmin; j < jmax; j++) {
+        vec part = qr[0] * kt[j][0];
+        for (int d = 1; d < DV; d++) part += qr[d] * kt[j][d];
+        s[j] = dot(part, (vec)1.0f);
+        tile_max = fmax(tile_max, s[j]);
+    }
+    const float m_new = fmax(*m, tile_max);
+    const float corr = exp(*m - m_new); /* exp(-inf) = 0 on the first tile */
+    *l *= corr;
+    for (int d = 0; d < DV; d++) acc[d] *= corr;
+    for (int j = jmin; j < jmax; j++) {
+        const float p = exp(s[j] - m_new);
+        *l += p;
+        for (int d = 0; d < DV; d++) acc[d] += p * vt[j][d];
+    }
+    *m = m_new;
+}
+
 kernel void attention_tiled(global const float *q, ulong q_off, int q_ld, ulong q_bstride,
                             global const float *kk, ulong k_off, int k_ld, ulong k_bstride,
                             global const float *vv, ulong v_off, int v_ld, ulong v_bstride,
                             global float *o, ulong o_off, int o_ld, ulong o_bstride,
+                            global const float *sk, ulong sk_off, int sk_ld, ulong sk_bstride,
+                            global const float *sv, ulong sv_off, int sv_ld, ulong sv_bstride,
                             global const int *lengths, int n_rows, int key_count, int heads,
-                            int kv_heads, float scale)
+                            int kv_heads, float scale, int window)
 {
     local vec kt[TK][DV];
     local vec vt[TK][DV];
@@ -66,37 +116,39 @@ kernel void attention_tiled(global const float *q, ulong q_off, int q_ld, ulong 
     float m = -INFINITY, l = 0.0f;
 
     /* Rows past len still help load the tiles; the whole group must reach
-     * every barrier, so the loop bound is the same for all of it. */
+     * every barrier, so every loop bound is the same for all of it. */
+#if !CAUSAL
     for (int j0 = 0; j0 < (len > 0 ? nk : 0); j0 += TK) {
         const int tk = min(TK, nk - j0);
-        for (int t = lid; t < tk * DV; t += TQ) {
-            const int j = t / DV, d = t % DV;
-            kt[j][d] = LOADV(d, kb + (ulong)(j0 + j) * k_ld);
-            vt[j][d] = LOADV(d, vb + (ulong)(j0 + j) * v_ld);
-        }
+        stage(kt, vt, kb, k_ld, vb, v_ld, j0, tk, lid);
         barrier(CLK_LOCAL_MEM_FENCE);
-        if (live) {
-            float s[TK];
-            float tile_max = -INFINITY;
-            for (int j = 0; j < tk; j++) {
-                vec part = qr[0] * kt[j][0];
-                for (int d = 1; d < DV; d++) part += qr[d] * kt[j][d];
-                s[j] = dot(part, (vec)1.0f);
-                tile_max = fmax(tile_max, s[j]);
-            }
-            const float m_new = fmax(m, tile_max);
-            const float corr = exp(m - m_new); /* exp(-inf) = 0 on the first tile */
-            l *= corr;
-            for (int d = 0; d < DV; d++) acc[d] *= corr;
-            for (int j = 0; j < tk; j++) {
-                const float p = exp(s[j] - m_new);
-                l += p;
-                for (int d = 0; d < DV; d++) acc[d] += p * vt[j][d];
-            }
-            m = m_new;
-        }
+        if (live) fold(kt, vt, 0, tk, qr, acc, &m, &l);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+#else
+    const int first = get_group_id(0) * TQ, last = min(first + TQ, len) - 1; /* the group's live rows */
+    /* flash: keys 0..i; linformer: slots 0..i/w-1 */
+    const int bound = last < first ? 0 : key_count > 0 ? last / window : last + 1;
+    for (int j0 = 0; j0 < bound; j0 += TK) {
+        const int tk = min(TK, bound - j0);
+        stage(kt, vt, kb, k_ld, vb, v_ld, j0, tk, lid);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (live) fold(kt, vt, 0, min(tk, (key_count > 0 ? i / window : i + 1) - j0), qr, acc, &m, &l);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (key_count > 0) { /* linformer: then the exact keys of its own window, up to itself */
+        const global float *skb = sk + sk_off + b * sk_bstride + hk * DH;
+        const global float *svb = sv + sv_off + b * sv_bstride + hk * DH;
+        const int own = i / window * window;
+        for (int j0 = first / window * window; j0 <= last; j0 += TK) {
+            const int tk = min(TK, last + 1 - j0);
+            stage(kt, vt, skb, sk_ld, svb, sv_ld, j0, tk, lid);
+            barrier(CLK_LOCAL_MEM_FENCE);
+            if (live) fold(kt, vt, max(own - j0, 0), min(tk, i + 1 - j0), qr, acc, &m, &l);
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+    }
+#endif
     if (i >= n_rows) return;
     global float *orow = o + o_off + b * o_bstride + (ulong)i * o_ld + h * DH;
     const float inv = (live && l > 0.0f) ? 1.0f / l : 0.0f;

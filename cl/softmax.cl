@@ -1,8 +1,9 @@
 /*
  * softmax.cl - masked softmax over rows of a score matrix, in place.
  *
- * Scores are [count, n_rows, ld]. Row i keeps its first cols_valid entries;
- * the rest are masked and become exactly 0. Rows at or past rows_valid, and
+ * Scores are [count, n_rows, ld]. Row i keeps its first cols_valid entries
+ * (with causal, at most its first i + 1: the keys up to itself); the rest are
+ * masked and become exactly 0. Rows at or past rows_valid, and
  * rows with nothing to attend to, become all 0 rather than NaN. The row max is
  * subtracted before exp so large scores stay finite.
  * Global: (WG, count * n_rows), local (WG, 1).
@@ -11,14 +12,14 @@
 #ifndef WG
 #define WG 256 /* work-items per row, a power of two: WG floats of local memory */
 #endif
-kernel void softmax_rows(global float *s, int ld, int n_rows, int rows_valid, int cols_valid)
+kernel void softmax_rows(global float *s, int ld, int n_rows, int rows_valid, int cols_valid, int causal)
 {
     local float red[WG];
     const int lid = get_local_id(0);
     const int row = get_global_id(1);
     global float *r = s + (ulong)row * ld;
     const bool live = (row % n_rows) < rows_valid && cols_valid > 0;
-    const int cv = live ? cols_valid : 0;
+    const int cv = !live ? 0 : causal ? min(cols_valid, row % n_rows + 1) : cols_valid;
 
     float m = -INFINITY;
     for (int c = lid; c < cv; c += WG) m = fmax(m, r[c]);

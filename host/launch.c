@@ -32,17 +32,22 @@ static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 lf_status lf__launch_attention_tiled(lf_context *ctx, const lf_attention_tiled_args *a, lf_timeline *t)
 {
     char opts[96];
-    snprintf(opts, sizeof opts, "-DDH=%d -DTK=%d -DVW=%d", a->d_head, a->tile_keys, a->d_head % 4 == 0 ? 4 : 1);
+    snprintf(opts, sizeof opts, "-DDH=%d -DTK=%d -DVW=%d -DCAUSAL=%d", a->d_head, a->tile_keys,
+             a->d_head % 4 == 0 ? 4 : 1, a->causal);
     cl_kernel k;
     size_t tq = 1;
     LF_TRY(lf__kernel_sized(ctx, "attention.cl", opts, "attention_tiled", "TQ", a->tile_queries, 1, &k, &tq));
     const cl_ulong qo = a->q.off, ko = a->k.off, vo = a->v.off, oo = a->o.off;
     const cl_ulong qb = a->q.bstride, kb = a->k.bstride, vb = a->v.bstride, ob = a->o.bstride;
+    const int window = a->window > 0 ? a->window : 1;
+    const lf_view sk = a->self_k.buf ? a->self_k : a->k, sv = a->self_v.buf ? a->self_v : a->v; /* unused unless causal */
+    const cl_ulong sko = sk.off, svo = sv.off, skb = sk.bstride, svb = sv.bstride;
     LF_TRY(set_args(ctx, k, "attention_tiled",
                     ARGS(ARG(a->q.buf), ARG(qo), ARG(a->q.ld), ARG(qb), ARG(a->k.buf), ARG(ko), ARG(a->k.ld), ARG(kb),
                          ARG(a->v.buf), ARG(vo), ARG(a->v.ld), ARG(vb), ARG(a->o.buf), ARG(oo), ARG(a->o.ld), ARG(ob),
+                         ARG(sk.buf), ARG(sko), ARG(sk.ld), ARG(skb), ARG(sv.buf), ARG(svo), ARG(sv.ld), ARG(svb),
                          ARG(a->lengths), ARG(a->n_rows), ARG(a->key_count), ARG(a->heads), ARG(a->kv_heads),
-                         ARG(a->scale))));
+                         ARG(a->scale), ARG(window))));
     const size_t local[3] = {tq, 1, 1};
     const size_t global[3] = {round_up((size_t)a->n_rows, tq), (size_t)a->heads, (size_t)a->batch};
     return lf__launch(ctx, k, "attention_tiled", 3, global, local, t);
@@ -53,8 +58,9 @@ lf_status lf__launch_softmax_rows(lf_context *ctx, const lf_softmax_rows_args *a
     cl_kernel k;
     size_t wg = 1;
     LF_TRY(lf__kernel_sized(ctx, "softmax.cl", "", "softmax_rows", "WG", a->group, 1, &k, &wg));
-    LF_TRY(set_args(ctx, k, "softmax_rows",
-                    ARGS(ARG(a->scores), ARG(a->ld), ARG(a->n_rows), ARG(a->rows_valid), ARG(a->cols_valid))));
+    const int causal = a->causal;
+    LF_TRY(set_args(ctx, k, "softmax_rows", ARGS(ARG(a->scores), ARG(a->ld), ARG(a->n_rows), ARG(a->rows_valid),
+                                                 ARG(a->cols_valid), ARG(causal))));
     const size_t local[2] = {wg, 1}, global[2] = {wg, a->count * (size_t)a->n_rows};
     return lf__launch(ctx, k, "softmax_rows", 2, global, local, t);
 }

@@ -20,9 +20,14 @@ typedef struct {
 } lf_view;
 
 /* cl/attention.cl: o = softmax(scale q k^T) v per head, tiled over keys.
- * key_count 0 = the sequence's own keys (the first lengths[b] of them). */
+ * key_count 0 = the sequence's own keys (the first lengths[b] of them). With
+ * causal, query i sees keys 0..i (key_count 0), or the slots j < i / window
+ * and then its own keys self_k, self_v from i / window * window to i. */
 typedef struct {
     lf_view q, k, v, o;
+    lf_view self_k, self_v; /* causal Linformer only */
+    bool causal;
+    int window;
     cl_mem lengths; /* int [batch] */
     int batch, n_rows, key_count, heads, kv_heads, d_head;
     float scale;
@@ -35,6 +40,7 @@ lf_status lf__launch_attention_tiled(lf_context *ctx, const lf_attention_tiled_a
 typedef struct {
     cl_mem scores;
     int ld, n_rows, rows_valid, cols_valid;
+    bool causal; /* row i keeps at most its first i + 1 entries */
     size_t count;
     size_t group; /* WG wanted; the device may allow fewer */
 } lf_softmax_rows_args;

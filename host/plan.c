@@ -23,6 +23,7 @@ static lf_status check_common(const lf_attention_config *c, char *msg, size_t ms
     if (c->max_seq_len <= 0) return FAIL(LF_ERR_ARGUMENT, "max_seq_len must be positive, got %d", c->max_seq_len);
     if (!in_enum(c->mode, LF_MODE_LINFORMER, LF_MODE_FLASH))
         return FAIL(LF_ERR_ARGUMENT, "mode %d is not an lf_mode", (int)c->mode);
+    if (c->causal != 0 && c->causal != 1) return FAIL(LF_ERR_ARGUMENT, "causal must be 0 or 1, got %d", c->causal);
     if (!in_enum(c->path, LF_PATH_AUTO, LF_PATH_GEMM))
         return FAIL(LF_ERR_ARGUMENT, "path %d is not an lf_path", (int)c->path);
     if (!(c->scale >= 0.0f) || isinf(c->scale))
@@ -33,6 +34,24 @@ static lf_status check_common(const lf_attention_config *c, char *msg, size_t ms
         return FAIL(LF_ERR_ARGUMENT, "d_model, heads x d_head or max_seq_len is too large");
     if (c->mode == LF_MODE_FLASH && dh > LF_MAX_DH_TILED)
         return FAIL(LF_ERR_UNSUPPORTED, "flash mode supports d_head up to %d, got %d", LF_MAX_DH_TILED, dh);
+    return LF_OK;
+}
+
+/* Causal Linformer: slots with local support, and the fused kernel that
+ * adds each query's own window. */
+static lf_status check_causal(const lf_attention_config *c, int dh, char *msg, size_t msg_size)
+{
+    if (c->proj_kind == LF_PROJ_LEARNED || c->proj_kind == LF_PROJ_RANDOM)
+        return FAIL(LF_ERR_UNSUPPORTED, "causal Linformer needs compressed slots with local support: a %s projection "
+                                        "mixes every position into every slot; use LF_PROJ_MEAN_POOL, "
+                                        "LF_PROJ_MAX_POOL or LF_PROJ_CONV",
+                    c->proj_kind == LF_PROJ_LEARNED ? "learned" : "random");
+    if (c->position != LF_POSITION_KV)
+        return FAIL(LF_ERR_UNSUPPORTED, "causal Linformer projects keys and values (LF_POSITION_KV), not the input");
+    if (c->path == LF_PATH_GEMM)
+        return FAIL(LF_ERR_UNSUPPORTED, "causal Linformer runs on the fused path, not LF_PATH_GEMM");
+    if (dh > LF_MAX_DH_TILED)
+        return FAIL(LF_ERR_UNSUPPORTED, "causal Linformer supports d_head up to %d, got %d", LF_MAX_DH_TILED, dh);
     return LF_OK;
 }
 
@@ -61,7 +80,7 @@ static lf_status check_linformer(const lf_attention_config *c, bool has_shared, 
     }
     if ((uint64_t)c->k * (uint64_t)c->max_seq_len > (1ull << 32))
         return FAIL(LF_ERR_ARGUMENT, "k x max_seq_len (%d x %d) is too large", c->k, c->max_seq_len);
-    return LF_OK;
+    return c->causal ? check_causal(c, dh, msg, msg_size) : LF_OK;
 }
 
 static void slot(lf_plan *p, lf_weight_id id, const char *name, lf_weight_buf buf, size_t offset, bool present,
@@ -154,7 +173,7 @@ lf_status lf__plan_resolve(const lf_attention_config *cfg, const lf_device_info 
     p->f_separate = !c->share_kv && (c->sharing == LF_SHARE_NONE || c->sharing == LF_SHARE_HEADWISE);
     p->matrix_proj = c->proj_kind == LF_PROJ_LEARNED || c->proj_kind == LF_PROJ_RANDOM;
     p->per_head_proj = c->sharing == LF_SHARE_NONE && c->proj_kind != LF_PROJ_MEAN_POOL;
-    if (p->linformer && c->path == LF_PATH_AUTO) c->path = auto_path(p, device);
+    if (p->linformer && c->path == LF_PATH_AUTO) c->path = c->causal ? LF_PATH_FUSED : auto_path(p, device);
     if (!p->linformer) c->path = LF_PATH_AUTO;
     p->tiled = c->mode == LF_MODE_FLASH || (p->linformer && c->path == LF_PATH_FUSED);
     p->tile_keys = tile_keys(p->dh, device);

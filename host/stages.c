@@ -143,16 +143,24 @@ static lf_status compress_input_side(const lf_pass *p, cl_mem x, cl_mem comp, si
     return lf__launch_bias_rows(p->ctx, &b, p->tl);
 }
 
+/* The sequence's own keys and values, in the fused Q|K|V rows. */
+static void own_keys_values(const lf_pass *p, lf_view *keys, lf_view *values)
+{
+    const lf_plan *pl = p->plan;
+    const size_t q = pl->qdim, kv = pl->kvdim, C = pl->cols, n = p->n;
+    *keys = (lf_view){p->ws->buf[LF_WS_QKV], q, (int)C, n * C};
+    *values = (lf_view){p->ws->buf[LF_WS_QKV], pl->cfg.share_kv ? q : q + kv, (int)C, n * C};
+}
+
 /* Keys and values for the attention step: the sequence's own (exact modes)
  * or the k compressed rows (Linformer). */
 static lf_status keys_values(const lf_pass *p, cl_mem x, lf_view *keys, lf_view *values)
 {
     const lf_plan *pl = p->plan;
-    const size_t q = pl->qdim, kv = pl->kvdim, C = pl->cols, n = p->n, k = pl->cfg.k;
+    const size_t q = pl->qdim, kv = pl->kvdim, C = pl->cols, k = pl->cfg.k;
     const bool share = pl->cfg.share_kv;
     if (!pl->linformer) {
-        *keys = (lf_view){p->ws->buf[LF_WS_QKV], q, (int)C, n * C};
-        *values = (lf_view){p->ws->buf[LF_WS_QKV], share ? q : q + kv, (int)C, n * C};
+        own_keys_values(p, keys, values);
         return LF_OK;
     }
     const size_t comp_ld = pl->groups * kv;
@@ -176,7 +184,11 @@ static lf_status keys_values(const lf_pass *p, cl_mem x, lf_view *keys, lf_view 
 static lf_status attend_tiled(const lf_pass *p, lf_view q, lf_view k, lf_view v, lf_view o, int key_count)
 {
     const lf_plan *pl = p->plan;
-    const lf_attention_tiled_args a = {.q = q, .k = k, .v = v, .o = o, .lengths = p->ws->buf[LF_WS_LENGTHS],
+    lf_view self_k = {0}, self_v = {0};
+    if (pl->cfg.causal && key_count) own_keys_values(p, &self_k, &self_v);
+    const lf_attention_tiled_args a = {.q = q, .k = k, .v = v, .o = o, .self_k = self_k, .self_v = self_v,
+                                       .causal = pl->cfg.causal, .window = pl->window,
+                                       .lengths = p->ws->buf[LF_WS_LENGTHS],
                                        .batch = p->batch, .n_rows = p->n, .key_count = key_count,
                                        .heads = pl->cfg.heads, .kv_heads = pl->kvh, .d_head = pl->dh,
                                        .scale = pl->cfg.scale, .tile_keys = pl->tile_keys,
@@ -220,7 +232,8 @@ static lf_status attend_gemm(const lf_pass *p, lf_view q, lf_view k, lf_view v, 
                               .what = "gemm scores"};
             LF_TRY(lf__gemm(p->ctx, &s, p->tl));
             const lf_softmax_rows_args sm = {.scores = scores, .ld = (int)nk, .n_rows = (int)n, .rows_valid = len,
-                                             .cols_valid = keys_valid, .count = hc, .group = pl->softmax_group};
+                                             .cols_valid = keys_valid, .causal = pl->cfg.causal, .count = hc,
+                                             .group = pl->softmax_group};
             LF_TRY(lf__launch_softmax_rows(p->ctx, &sm, p->tl));
             /* only the valid keys: 0 x NaN in a padded value row would be NaN */
             lf_gemm_args pv = {.m = n, .n = dh, .k = (size_t)keys_valid, .alpha = 1.0f,

@@ -228,7 +228,22 @@ typedef struct {
     int share_kv;    /* values = keys (no Wv, bv), and F = E (lucidrains share_kv) */
     uint64_t seed;   /* for LF_PROJ_RANDOM */
     lf_path path;    /* Linformer attention path */
+    int causal;      /* 1 = each query sees only positions up to itself (see below) */
 } lf_attention_config;
+
+/*
+ * Causal attention (causal = 1). dense and flash: standard causal softmax,
+ * query i attends to keys 0..i (flash skips key tiles wholly after its
+ * work-group's queries). Linformer: the compressed slots need local support,
+ * so E must be a window (LF_PROJ_MEAN_POOL, LF_PROJ_MAX_POOL or LF_PROJ_CONV;
+ * a learned or random matrix mixes every position and gives
+ * LF_ERR_UNSUPPORTED). With w = ceil(max_seq_len / k), query i attends in one
+ * softmax to the slots of the complete windows before its own, j < i / w, and
+ * to the exact keys and values of its own window up to itself, positions
+ * i / w * w .. i. It never reads a position after i; row 0 sees itself only.
+ * Cost O(n (k + w)) per head. Causal Linformer runs on the fused path with
+ * LF_POSITION_KV.
+ */
 
 /* Fills *cfg with the defaults above for the given sizes. */
 LF_API void lf_attention_config_init(lf_attention_config *cfg, int d_model, int heads,

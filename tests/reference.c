@@ -94,7 +94,7 @@ static void sequence(const lf_attention_config *c, const lf_ref_weights *w, cons
     int nk = lin ? k : len;
     double *keys = calloc((size_t)nk * kvd + 1, sizeof *keys), *vals = calloc((size_t)nk * kvd + 1, sizeof *vals);
     double *att = calloc((size_t)len * qd + 1, sizeof *att);
-    double *s = calloc((size_t)nk + 1, sizeof *s), *p = calloc((size_t)nk + 1, sizeof *p);
+    double *s = calloc((size_t)nk + len + 1, sizeof *s), *p = calloc((size_t)nk + len + 1, sizeof *p);
 
     linear(x, len, D, w->wq, c->bias_q ? w->bq : NULL, qd, q);
     if (lin && c->position == LF_POSITION_INPUT) {
@@ -115,22 +115,35 @@ static void sequence(const lf_attention_config *c, const lf_ref_weights *w, cons
             memcpy(vals, vfull, (size_t)len * kvd * sizeof *vals);
         }
     }
+    const int win = lin ? (c->max_seq_len + k - 1) / k : 1;
+    double *sv = calloc((size_t)(nk + len) * dh + 1, sizeof *sv); /* the values of the keys a query sees */
     for (int h = 0; h < H; h++) {
         const int hk = KV == 1 ? 0 : h;
         for (int i = 0; i < len; i++) {
-            for (int j = 0; j < nk; j++) {
+            /* the keys query i sees: all of them, or with causal the ones before it
+             * (Linformer: the slots of complete windows before its own, then its own
+             * window's exact keys up to itself) */
+            const int slots = !c->causal ? nk : lin ? i / win : 0;
+            const int own_from = !c->causal ? len : lin ? i / win * win : 0, own_to = c->causal ? i : len - 1;
+            int count = 0;
+            for (int j = 0; j < slots + (own_to - own_from + 1); j++, count++) {
+                const bool slot = j < slots;
+                const double *key = slot ? keys + (size_t)j * kvd : kfull + (size_t)(own_from + j - slots) * kvd;
+                const double *val = slot ? vals + (size_t)j * kvd : vfull + (size_t)(own_from + j - slots) * kvd;
                 double dot = 0;
-                for (int d = 0; d < dh; d++) dot += q[(size_t)i * qd + h * dh + d] * keys[(size_t)j * kvd + hk * dh + d];
+                for (int d = 0; d < dh; d++) dot += q[(size_t)i * qd + h * dh + d] * key[hk * dh + d];
                 s[j] = dot * c->scale;
+                for (int d = 0; d < dh; d++) sv[(size_t)j * dh + d] = val[hk * dh + d];
             }
-            lf_ref_softmax(s, nk, nk, p);
+            lf_ref_softmax(s, count, count, p);
             for (int d = 0; d < dh; d++) {
                 double acc = 0;
-                for (int j = 0; j < nk; j++) acc += p[j] * vals[(size_t)j * kvd + hk * dh + d];
+                for (int j = 0; j < count; j++) acc += p[j] * sv[(size_t)j * dh + d];
                 att[(size_t)i * qd + h * dh + d] = acc;
             }
         }
     }
+    free(sv);
     linear(att, len, qd, w->wo, c->bias_out ? w->bo : NULL, D, y);
     free(q), free(kfull), free(vfull), free(keys), free(vals), free(att), free(s), free(p);
 }

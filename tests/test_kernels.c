@@ -63,28 +63,30 @@ Test(kernels, each_file_compiles_with_its_defaults)
 
 /* ---- softmax_rows ---- */
 
-static void softmax_case(int count, int rows, int ld, int rows_valid, int cols_valid, size_t group, uint64_t *rng)
+static void softmax_case(int count, int rows, int ld, int rows_valid, int cols_valid, bool causal, size_t group,
+                         uint64_t *rng)
 {
     const size_t total = (size_t)count * rows * ld;
     float *s = random_floats(total, rng, -8.0f, 8.0f), *out = malloc(total * sizeof *out);
     double *ref = malloc(total * sizeof *ref);
     cl_mem buf = upload(s, total * sizeof *s);
-    const lf_softmax_rows_args a = {buf, ld, rows, rows_valid, cols_valid, (size_t)count, group};
+    const lf_softmax_rows_args a = {buf, ld, rows, rows_valid, cols_valid, causal, (size_t)count, group};
     cr_assert_eq(lf__launch_softmax_rows(ctx, &a, NULL), LF_OK, "%s", lf_context_last_error(ctx));
     lf_test_poison(out, total);
     download(buf, out, total);
     double row[1024];
     for (size_t r = 0; r < (size_t)count * rows; r++) {
         const bool live = (int)(r % rows) < rows_valid && cols_valid > 0;
+        const int valid = causal && (int)(r % rows) + 1 < cols_valid ? (int)(r % rows) + 1 : cols_valid;
         for (int c = 0; c < ld; c++) row[c] = s[r * ld + c];
-        if (live) lf_ref_softmax(row, ld, cols_valid, ref + r * ld);
+        if (live) lf_ref_softmax(row, ld, valid, ref + r * ld);
         else for (int c = 0; c < ld; c++) ref[r * ld + c] = 0.0;
     }
     for (size_t i = 0; i < total; i++)
         if (ref[i] == 0.0) cr_assert_eq(out[i], 0.0f, "masked entry %zu is %g, not 0", i, out[i]);
     double e = lf_test_rel_err(out, ref, total);
-    cr_expect_leq(e, TOL, "softmax count %d rows %d ld %d valid %d x %d group %zu: %.3g", count, rows, ld, rows_valid,
-                  cols_valid, group, e);
+    cr_expect_leq(e, TOL, "softmax count %d rows %d ld %d valid %d x %d causal %d group %zu: %.3g", count, rows, ld,
+                  rows_valid, cols_valid, causal, group, e);
     lf__release(&buf);
     free(s), free(out), free(ref);
 }
@@ -97,9 +99,10 @@ Test(kernels, softmax_rows_grid)
     for (size_t i = 0; i < sizeof lds / sizeof lds[0]; i++)
         for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
             const int ld = lds[i], valid = 1 + (int)(lf__rand_next(&rng) % (uint64_t)ld);
-            softmax_case(3, 5, ld, 4, valid, groups[g], &rng);
+            softmax_case(3, 5, ld, 4, valid, false, groups[g], &rng);
+            softmax_case(2, 9, ld, 7, valid, true, groups[g], &rng);
         }
-    softmax_case(2, 3, 9, 3, 0, 64, &rng); /* nothing to attend to: zeros, not NaN */
+    softmax_case(2, 3, 9, 3, 0, false, 64, &rng); /* nothing to attend to: zeros, not NaN */
 }
 
 /* ---- bias_rows ---- */
