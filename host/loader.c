@@ -75,25 +75,23 @@ static lf_status set_tensor(lf_context *ctx, lf_attention *layer, const char *pa
     return st;
 }
 
-/* The head count: given, or from __metadata__ "heads"; a given count that
- * contradicts the file is an error, never a silent override. */
-static lf_status head_count(lf_context *ctx, const lf_st_file *f, const char *path, int *heads)
+/* An integer setting: given (*value != unset), or from __metadata__ `key`
+ * within [lo, hi]; a given value that contradicts the file is an error, never
+ * a silent override. *value stays unset when neither has it. */
+static lf_status meta_int(lf_context *ctx, const lf_st_file *f, const char *path, const char *key, long lo, long hi,
+                          int unset, int *value)
 {
-    const char *h = lf_st_meta(f, "heads");
+    const char *text = lf_st_meta(f, key);
     char *end = NULL;
-    const long v = h ? strtol(h, &end, 10) : 0;
-    const bool valid = h && *h && !*end && v > 0 && v <= 65536;
-    if (h && !valid)
-        return lf__fail(ctx, LF_ERR_FORMAT, "%s: __metadata__ \"heads\" is \"%s\", not a head count in [1, 65536]",
-                        path, h);
-    if (*heads > 0 && valid && v != *heads)
-        return lf__fail(ctx, LF_ERR_ARGUMENT, "heads %d was given but %s says %ld (__metadata__ \"heads\")", *heads,
-                        path, v);
-    if (*heads > 0) return LF_OK;
-    if (!valid)
-        return lf__fail(ctx, LF_ERR_ARGUMENT, "%s: the head count is neither given nor in __metadata__ \"heads\"",
-                        path);
-    *heads = (int)v;
+    const long v = text ? strtol(text, &end, 10) : 0;
+    const bool valid = text && *text && !*end && v >= lo && v <= hi;
+    if (text && !valid)
+        return lf__fail(ctx, LF_ERR_FORMAT, "%s: __metadata__ \"%s\" is \"%s\", not a number in [%ld, %ld]", path,
+                        key, text, lo, hi);
+    if (*value != unset && valid && v != *value)
+        return lf__fail(ctx, LF_ERR_ARGUMENT, "%s %d was given but %s says %ld (__metadata__ \"%s\")", key, *value,
+                        path, v, key);
+    if (*value == unset && valid) *value = (int)v;
     return LF_OK;
 }
 
@@ -148,20 +146,27 @@ static lf_status infer_config(lf_context *ctx, const lf_st_tensor *const *t, con
     return LF_OK;
 }
 
-static lf_status load(lf_context *ctx, const lf_st_file *f, const char *path, int heads, lf_mode mode,
+static lf_status load(lf_context *ctx, const lf_st_file *f, const char *path, lf_load_options o,
                       lf_attention **out)
 {
     const lf_st_tensor *t[T_COUNT];
     LF_TRY(find_tensors(ctx, f, path, t));
-    LF_TRY(head_count(ctx, f, path, &heads));
+    LF_TRY(meta_int(ctx, f, path, "heads", 1, 65536, 0, &o.heads));
+    if (o.heads == 0)
+        return lf__fail(ctx, LF_ERR_ARGUMENT, "%s: the head count is neither given nor in __metadata__ \"heads\"",
+                        path);
+    LF_TRY(meta_int(ctx, f, path, "causal", 0, 1, -1, &o.causal));
     lf_attention_config cfg;
-    LF_TRY(infer_config(ctx, t, path, heads, &cfg));
-    cfg.mode = mode;
+    LF_TRY(infer_config(ctx, t, path, o.heads, &cfg));
+    cfg.mode = o.mode;
+    cfg.causal = o.causal == 1;
+    cfg.proj_kind = o.projection;
     lf_attention *layer = NULL;
     LF_TRY(lf_attention_create(ctx, &cfg, NULL, &layer));
+    const bool learned = o.mode == LF_MODE_LINFORMER && o.projection == LF_PROJ_LEARNED;
     for (int j = 0; j < T_COUNT; j++) {
         const bool projection = j == T_PK || j == T_PV;
-        if (!t[j] || (projection && mode != LF_MODE_LINFORMER)) continue;
+        if (!t[j] || (projection && !learned)) continue;
         lf_status st = set_tensor(ctx, layer, path, t[j], tensors[j].weight, projection);
         if (st != LF_OK) {
             lf_attention_free(layer);
@@ -172,20 +177,49 @@ static lf_status load(lf_context *ctx, const lf_st_file *f, const char *path, in
     return LF_OK;
 }
 
-lf_status lf_attention_load(lf_context *ctx, const char *path, int heads, lf_mode mode, lf_attention **out)
+void lf_load_options_init(lf_load_options *opts)
+{
+    if (opts) *opts = (lf_load_options){.heads = 0, .mode = LF_MODE_LINFORMER, .causal = -1,
+                                        .projection = LF_PROJ_LEARNED};
+}
+
+static lf_status check_options(lf_context *ctx, const lf_load_options *o)
+{
+    if (o->heads < 0) return lf__fail(ctx, LF_ERR_ARGUMENT, "heads must be 0 (from the file) or positive, got %d", o->heads);
+    if (o->mode < LF_MODE_LINFORMER || o->mode > LF_MODE_FLASH)
+        return lf__fail(ctx, LF_ERR_ARGUMENT, "mode %d is not an lf_mode", (int)o->mode);
+    if (o->causal < -1 || o->causal > 1)
+        return lf__fail(ctx, LF_ERR_ARGUMENT, "causal must be -1 (from the file), 0 or 1, got %d", o->causal);
+    if (o->projection != LF_PROJ_LEARNED && o->projection != LF_PROJ_MEAN_POOL && o->projection != LF_PROJ_MAX_POOL)
+        return lf__fail(ctx, LF_ERR_ARGUMENT, "projection must be LF_PROJ_LEARNED (the file's), LF_PROJ_MEAN_POOL "
+                                              "or LF_PROJ_MAX_POOL, got %d", (int)o->projection);
+    return LF_OK;
+}
+
+lf_status lf_attention_load_with(lf_context *ctx, const char *path, const lf_load_options *opts, lf_attention **out)
 {
     if (out) *out = NULL;
     if (!ctx) return LF_ERR_ARGUMENT;
     if (!out) return lf__fail(ctx, LF_ERR_ARGUMENT, "out is NULL");
     if (!path) return lf__fail(ctx, LF_ERR_ARGUMENT, "path is NULL");
-    if (heads < 0) return lf__fail(ctx, LF_ERR_ARGUMENT, "heads must be 0 (from the file) or positive, got %d", heads);
-    if (mode < LF_MODE_LINFORMER || mode > LF_MODE_FLASH)
-        return lf__fail(ctx, LF_ERR_ARGUMENT, "mode %d is not an lf_mode", (int)mode);
+    lf_load_options o;
+    lf_load_options_init(&o);
+    if (opts) o = *opts;
+    LF_TRY(check_options(ctx, &o));
     lf_st_file f;
     char msg[1024];
     lf_status st = lf_st_open(path, &f, msg, sizeof msg);
     if (st != LF_OK) return lf__fail(ctx, st, "%s", msg);
-    st = load(ctx, &f, path, heads, mode, out);
+    st = load(ctx, &f, path, o, out);
     lf_st_close(&f);
     return st;
+}
+
+lf_status lf_attention_load(lf_context *ctx, const char *path, int heads, lf_mode mode, lf_attention **out)
+{
+    lf_load_options o;
+    lf_load_options_init(&o);
+    o.heads = heads;
+    o.mode = mode;
+    return lf_attention_load_with(ctx, path, &o, out);
 }

@@ -345,13 +345,30 @@ LF_API lf_status lf_attention_device_bytes(const lf_attention *layer, size_t *we
  * Loads one attention layer from a safetensors file in the state-dict names of
  * lucidrains' LinformerSelfAttention (to_q.weight, to_k.weight, to_v.weight,
  * proj_k, proj_v, to_out.weight, to_out.bias). heads: 0 = from the file's
- * __metadata__ ("heads"), else given. mode: the attention mode to run.
+ * __metadata__ ("heads"), else given; a given count that contradicts the file
+ * is LF_ERR_ARGUMENT naming both. mode: the attention mode to run.
  * share_kv is inferred from a missing to_v, one_kv_head from to_k's rows, k and
  * max_seq_len from proj_k [max_seq_len, k]. f16, bf16 and f64 tensors are
  * converted. Unknown tensors are an error that names them.
  */
 LF_API lf_status lf_attention_load(lf_context *ctx, const char *path, int heads,
                                    lf_mode mode, lf_attention **out);
+
+/* What lf_attention_load_with may change of a file's layer. */
+typedef struct {
+    int heads;        /* 0 = from __metadata__ "heads" */
+    lf_mode mode;     /* LF_MODE_LINFORMER by default */
+    int causal;       /* -1 = from __metadata__ "causal" ("0" or "1"; absent = 0), else 0 or 1 */
+    lf_proj_kind projection; /* LF_PROJ_LEARNED = the file's proj_k, proj_v; LF_PROJ_MEAN_POOL or
+                                LF_PROJ_MAX_POOL replace them with pooling of the same k and
+                                max_seq_len (so a layer can run causally) */
+} lf_load_options;
+
+LF_API void lf_load_options_init(lf_load_options *opts); /* heads 0, Linformer, causal -1, learned */
+/* lf_attention_load with options; opts NULL = the defaults. A given option that
+ * contradicts the file's __metadata__ is LF_ERR_ARGUMENT naming both. */
+LF_API lf_status lf_attention_load_with(lf_context *ctx, const char *path, const lf_load_options *opts,
+                                        lf_attention **out);
 
 LF_API const char *lf_mode_name(lf_mode mode); /* "linformer", "dense", "flash" */
 /* Parses "linformer", "dense" or "flash"; LF_ERR_ARGUMENT otherwise. */

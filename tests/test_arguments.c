@@ -575,3 +575,30 @@ Test(arguments, context_freed_before_its_layers)
     for (int i = 0; i < 3 * 16; i++) cr_expect(isfinite(y[i]) && y[i] != LF_POISON, "y[%d] = %g", i, y[i]);
     lf_attention_free(layer); /* the last holder: context and projection go now */
 }
+
+Test(arguments, load_options)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/tests/data/pytorch/causal_dense.model.safetensors", LF_SOURCE_DIR);
+    lf_load_options o;
+    lf_load_options_init(&o);
+    lf_attention *layer = BOGUS;
+    o.causal = 0; /* the file says 1 */
+    EXPECT_FAIL(LF_ERR_ARGUMENT, "causal 0 was given", lf_attention_load_with(ctx, path, &o, &layer));
+    cr_expect_null(layer);
+    o.causal = 2;
+    EXPECT_FAIL(LF_ERR_ARGUMENT, "causal", lf_attention_load_with(ctx, path, &o, &layer));
+    lf_load_options_init(&o);
+    o.projection = LF_PROJ_CONV;
+    EXPECT_FAIL(LF_ERR_ARGUMENT, "projection", lf_attention_load_with(ctx, path, &o, &layer));
+    o.projection = LF_PROJ_LEARNED; /* causal with the file's learned E: refused, saying why */
+    EXPECT_FAIL(LF_ERR_UNSUPPORTED, "local support", lf_attention_load_with(ctx, path, &o, &layer));
+    o.projection = LF_PROJ_MEAN_POOL; /* the same k and max_seq_len, pooled: runs causally */
+    cr_expect_eq(lf_attention_load_with(ctx, path, &o, &layer), LF_OK, "%s", lf_context_last_error(ctx));
+    lf_attention_config c;
+    cr_assert_eq(lf_attention_config_get(layer, &c), LF_OK);
+    cr_expect(c.causal == 1 && c.proj_kind == LF_PROJ_MEAN_POOL && c.k == 8 && c.max_seq_len == 40,
+              "causal %d kind %d k %d max_seq_len %d", c.causal, (int)c.proj_kind, c.k, c.max_seq_len);
+    lf_attention_free(layer);
+    good_forward();
+}

@@ -10,13 +10,16 @@
 #include "helpers.h"
 #include "safetensors.h"
 
-static void expect_pytorch_output(const char *name)
+static void expect_output_in(const char *name, lf_mode mode)
 {
     char path[512], msg[512];
     lf_context *ctx = lf_test_context();
     lf_attention *layer = NULL;
     snprintf(path, sizeof path, "%s/tests/data/pytorch/%s.model.safetensors", LF_SOURCE_DIR, name);
-    lf_status st = lf_attention_load(ctx, path, 0, LF_MODE_LINFORMER, &layer);
+    lf_load_options opts;
+    lf_load_options_init(&opts);
+    opts.mode = mode;
+    lf_status st = lf_attention_load_with(ctx, path, &opts, &layer);
     cr_assert_eq(st, LF_OK, "%s: %s", name, lf_context_last_error(ctx));
 
     lf_st_file io;
@@ -39,6 +42,8 @@ static void expect_pytorch_output(const char *name)
     lf_context_free(ctx);
 }
 
+static void expect_pytorch_output(const char *name) { expect_output_in(name, LF_MODE_LINFORMER); }
+
 TestSuite(pytorch, .timeout = 300);
 
 Test(pytorch, plain) { expect_pytorch_output("plain"); }
@@ -48,3 +53,10 @@ Test(pytorch, one_kv_head) { expect_pytorch_output("one_kv_head"); }
 Test(pytorch, weights_stored_as_f64) { expect_pytorch_output("stored_f64"); }
 Test(pytorch, weights_stored_as_f16) { expect_pytorch_output("stored_f16"); }
 Test(pytorch, weights_stored_as_bf16) { expect_pytorch_output("stored_bf16"); }
+
+/* the file says "causal": "1"; PyTorch masked the scores above the diagonal */
+Test(pytorch, causal_dense_and_flash)
+{
+    expect_output_in("causal_dense", LF_MODE_DENSE);
+    expect_output_in("causal_dense", LF_MODE_FLASH);
+}

@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """Writes the PyTorch fixtures of tests/test_pytorch.c.
 
+causal_dense is lucidrains' weights under PyTorch's own causal softmax
+attention (the n x n scores masked above the diagonal), the reference of the
+library's causal dense and flash modes.
+
 Each fixture is a LinformerSelfAttention from lucidrains' `linformer` package
 (pip install torch linformer safetensors), saved as its state dict
 (NAME.model.safetensors, __metadata__ "heads") and one forward of it
@@ -29,6 +33,34 @@ FIXTURES = [
 ]
 
 
+def causal_attention(layer, x):
+    """Exact causal attention with the layer's q/k/v/out projections."""
+    b, n, _ = x.shape
+    h = layer.heads
+    q = layer.to_q(x).reshape(b, n, h, -1).transpose(1, 2)
+    k = layer.to_k(x).reshape(b, n, h, -1).transpose(1, 2)
+    v = layer.to_v(x).reshape(b, n, h, -1).transpose(1, 2)
+    scores = q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5
+    future = torch.ones(n, n, dtype=torch.bool).triu(1)
+    attn = scores.masked_fill(future, float("-inf")).softmax(dim=-1)
+    return layer.to_out((attn @ v).transpose(1, 2).reshape(b, n, -1))
+
+
+def write_causal():
+    torch.manual_seed(2000)
+    args = dict(dim=32, seq_len=40, k=8, heads=4)
+    layer = LinformerSelfAttention(**args).eval().double()
+    x = torch.randn(2, 37, args["dim"], dtype=torch.float64)
+    with torch.no_grad():
+        y = causal_attention(layer, x)
+    state = {key: value.float().contiguous() for key, value in layer.state_dict().items()}
+    save_file(state, os.path.join(HERE, "causal_dense.model.safetensors"),
+              metadata={"heads": str(args["heads"]), "causal": "1"})
+    save_file({"x": x.float().contiguous(), "y": y.float().contiguous()},
+              os.path.join(HERE, "causal_dense.io.safetensors"))
+    print("causal_dense", tuple(x.shape))
+
+
 def main():
     os.makedirs(HERE, exist_ok=True)
     for index, (name, args, batch, n, dtype) in enumerate(FIXTURES):
@@ -46,6 +78,7 @@ def main():
         save_file({"x": x.float().contiguous(), "y": y.float().contiguous()},
                   os.path.join(HERE, f"{name}.io.safetensors"))
         print(name, sorted(state), tuple(x.shape))
+    write_causal()
 
 
 if __name__ == "__main__":
