@@ -268,6 +268,9 @@ lf_status lf__timeline_stages(lf_context *ctx, lf_timeline *t, lf_stage_time *st
     /* The queue is in order, so a command's stage gets the time from the end of
      * the command before it to its own end: that counts the kernels CLBlast runs
      * before the one whose event it returns. */
+    /* Every stage is named here, those past `capacity` too, so *count is the
+     * real number of stages whatever the caller's array holds. */
+    const char *names[LF_MAX_STEPS];
     size_t n = 0;
     cl_ulong s, e;
     LF_TRY(step_times(ctx, t->steps[0].event, &s, &e));
@@ -277,10 +280,10 @@ lf_status lf__timeline_stages(lf_context *ctx, lf_timeline *t, lf_stage_time *st
         if (i == 0 || !t->steps[i].name) continue;
         s = prev_end;
         size_t j = 0;
-        while (j < n && j < capacity && strcmp(stages[j].stage, t->steps[i].name) != 0) j++;
+        while (j < n && strcmp(names[j], t->steps[i].name) != 0) j++;
         if (j == n) {
+            names[n++] = t->steps[i].name;
             if (j < capacity) stages[j] = (lf_stage_time){t->steps[i].name, 0.0, 0};
-            n++;
         }
         if (j < capacity) {
             stages[j].ms += e > s ? (double)(e - s) * 1e-6 : 0.0;

@@ -26,6 +26,9 @@ void lf__device_query(cl_platform_id platform, cl_device_id device, lf_device_in
                       info->platform_version, NULL);
     info->platform_name[sizeof info->platform_name - 1] = 0;
     info->platform_version[sizeof info->platform_version - 1] = 0;
+    clGetPlatformInfo(platform, CL_PLATFORM_VENDOR, sizeof info->platform_vendor,
+                      info->platform_vendor, NULL);
+    info->platform_vendor[sizeof info->platform_vendor - 1] = 0;
     query_string(device, CL_DEVICE_NAME, info->device_name, sizeof info->device_name);
     query_string(device, CL_DEVICE_VENDOR, info->vendor, sizeof info->vendor);
     query_string(device, CL_DRIVER_VERSION, info->driver_version, sizeof info->driver_version);
@@ -113,17 +116,51 @@ static bool contains_nocase(const char *hay, const char *needle)
     return n == 0;
 }
 
-static bool parse_index_pair(const char *s, unsigned *p, unsigned *d)
+/* One side of a "P:D" selector: an index when it is all digits, else a text
+ * matched case-insensitively; an empty part (no ":D") matches anything. */
+typedef struct {
+    const char *text;
+    bool is_index;
+    unsigned long index;
+} selector_part;
+
+static selector_part part_of(const char *s)
 {
+    selector_part p = {s, false, 0};
     char *end;
-    if (!isdigit((unsigned char)*s)) return false;
-    unsigned long a = strtoul(s, &end, 10);
-    if (*end != ':' || !isdigit((unsigned char)end[1])) return false;
-    unsigned long b = strtoul(end + 1, &end, 10);
-    if (*end != 0 || a > 0xffff || b > 0xffff) return false;
-    *p = (unsigned)a;
-    *d = (unsigned)b;
-    return true;
+    if (isdigit((unsigned char)*s)) {
+        unsigned long v = strtoul(s, &end, 10);
+        if (*end == 0 && v <= 0xffff) p = (selector_part){s, true, v};
+    }
+    return p;
+}
+
+/* Platform side: its index, or a text in the platform's name or vendor (PoCL's
+ * platform is "Portable Computing Language" from "The pocl project") or the
+ * device's name. */
+static bool platform_side(const lf_device_info *d, const selector_part *p)
+{
+    if (p->is_index) return d->platform_index == p->index;
+    return contains_nocase(d->platform_name, p->text) || contains_nocase(d->platform_vendor, p->text) ||
+           contains_nocase(d->device_name, p->text);
+}
+
+/* The device P:D picks, in list order. D as an index is the device index on
+ * platform P, or, when P is a text, the D-th device matching P (from 0); D as
+ * a text is the first device matching P whose name contains it. */
+static bool find_pair(const lf_device_info *devs, size_t count, selector_part p, selector_part d,
+                      size_t *index)
+{
+    unsigned long nth = d.is_index && !p.is_index ? d.index : 0;
+    for (size_t i = 0; i < count; i++) {
+        if (!platform_side(&devs[i], &p)) continue;
+        bool ok = !d.text                 ? true
+                  : !d.is_index           ? contains_nocase(devs[i].device_name, d.text)
+                  : p.is_index            ? devs[i].device_index == d.index
+                                          : nth-- == 0;
+        if (ok) return *index = i, true;
+    }
+    return false;
 }
 
 static const char *type_name(lf_device_type t)
@@ -181,25 +218,15 @@ lf_status lf_devices_select(const char *selector, const lf_device_info *devices,
             if (devices[i].type == types[t].type) return *index = i, LF_OK;
         return no_match(sel, devices, count, errbuf, errbuf_size);
     }
-    unsigned p, d;
-    if (parse_index_pair(sel, &p, &d)) {
-        for (size_t i = 0; i < count; i++)
-            if (devices[i].platform_index == p && devices[i].device_index == d) return *index = i, LF_OK;
-        return no_match(sel, devices, count, errbuf, errbuf_size);
-    }
-    /* A name, optionally with ":D" for the D-th device whose names match it. */
-    unsigned long nth = 0;
+    /* "P:D" first, split at the last colon; a name holding a colon is then
+     * tried whole. */
     char *colon = strrchr(sel, ':');
-    if (colon && colon > sel && isdigit((unsigned char)colon[1])) {
-        char *end;
-        nth = strtoul(colon + 1, &end, 10);
-        if (*end == 0) *colon = 0;
-        else nth = 0;
+    if (colon && colon > sel && colon[1]) {
+        *colon = 0;
+        bool found = find_pair(devices, count, part_of(sel), part_of(colon + 1), index);
+        *colon = ':';
+        if (found) return LF_OK;
     }
-    for (size_t i = 0; i < count; i++)
-        if ((contains_nocase(devices[i].device_name, sel) ||
-             contains_nocase(devices[i].platform_name, sel)) && nth-- == 0)
-            return *index = i, LF_OK;
-    if (colon && *colon == 0) *colon = ':';
+    if (find_pair(devices, count, part_of(sel), (selector_part){0}, index)) return LF_OK;
     return no_match(sel, devices, count, errbuf, errbuf_size);
 }

@@ -103,6 +103,7 @@ typedef struct {
     lf_device_type type;
     char platform_name[128];
     char platform_version[128];
+    char platform_vendor[128]; /* e.g. "The pocl project" */
     char device_name[128];
     char vendor[128];
     char driver_version[128];
@@ -125,13 +126,23 @@ LF_API lf_status lf_devices_list(lf_device_info *out, size_t capacity, size_t *c
 
 /*
  * Chooses a device from a list; a pure function that touches no device.
- * selector: NULL or "" = the default (first GPU, else first accelerator, else
- * first CPU, else the first device); "gpu", "cpu", "accelerator" = the first of
- * that type; "P:D" = platform P, device D; anything else = the first device whose
- * platform or device name contains it, case-insensitively, and "NAME:D" the D-th
- * such device (from 0), e.g. "nvidia", "pocl:0". Leading and trailing
- * blanks are ignored. An unmatched selector gives LF_ERR_NO_DEVICE and a message
- * in errbuf that quotes the selector and lists the devices.
+ * Leading and trailing blanks of the selector are ignored; texts match
+ * case-insensitively, as substrings.
+ *   NULL or ""     the default: the first GPU, else the first accelerator, else
+ *                  the first CPU, else the first device
+ *   "gpu", "cpu", "accelerator"   the first device of that type
+ *   "P"            P all digits: the first device of platform P ("0")
+ *   "NAME"         the first device whose platform name, platform vendor or
+ *                  device name contains NAME ("nvidia"; "pocl" matches PoCL's
+ *                  vendor "The pocl project")
+ *   "P:D"          PyOpenCL's form, each part an index or a text: P picks the
+ *                  platform (index) or the devices NAME would; D is then the
+ *                  device index on platform P ("0:1"), the D-th device that P
+ *                  matches, from 0 ("pocl:0", "nvidia:1"), or the first of
+ *                  them whose device name contains D ("nvidia:a100")
+ * A selector holding a colon that matches nothing as "P:D" is tried whole as a
+ * NAME. An unmatched selector gives LF_ERR_NO_DEVICE and a message in errbuf
+ * that quotes the selector and lists the devices.
  */
 LF_API lf_status lf_devices_select(const char *selector, const lf_device_info *devices,
                                    size_t count, size_t *index, char *errbuf,
@@ -369,6 +380,87 @@ LF_API void lf_load_options_init(lf_load_options *opts); /* heads 0, Linformer, 
  * contradicts the file's __metadata__ is LF_ERR_ARGUMENT naming both. */
 LF_API lf_status lf_attention_load_with(lf_context *ctx, const char *path, const lf_load_options *opts,
                                         lf_attention **out);
+
+/* ---- Tensor files ------------------------------------------------------- */
+/*
+ * Reads a safetensors file (8-byte little-endian header length, a JSON header,
+ * then the data) into host arrays: the files lf_attention_load reads, and the
+ * inputs and outputs of `linformer run`. lf_tensor_file_open reads the whole
+ * file and checks every header field (dtypes, shapes, offsets inside the data,
+ * no overlaps, no repeated names) before returning, so a handle always holds a
+ * valid file. Shapes are row-major as stored; a scalar has ndim 0 and count 1.
+ *
+ * A handle is not changed by reads except for its last-error message: several
+ * threads may read one handle, and a message is then read right after the
+ * failing call (as with a context).
+ */
+typedef struct lf_tensor_file lf_tensor_file;
+
+typedef enum {
+    LF_DTYPE_F32 = 0,
+    LF_DTYPE_F16,
+    LF_DTYPE_BF16,
+    LF_DTYPE_F64,
+    LF_DTYPE_I32,
+    LF_DTYPE_I64
+} lf_dtype;
+
+#define LF_TENSOR_MAX_DIMS 8
+
+typedef struct {
+    const char *name; /* owned by the file, valid until lf_tensor_file_free */
+    lf_dtype dtype;   /* as stored */
+    int ndim;         /* 0 to LF_TENSOR_MAX_DIMS */
+    int64_t shape[LF_TENSOR_MAX_DIMS]; /* the first ndim entries are used */
+    size_t count;     /* elements: the product of shape (0 when a dimension is 0) */
+} lf_tensor_info;
+
+/*
+ * Opens `path`. On failure *out is NULL and errbuf (may be NULL) holds a
+ * message that starts with the path: LF_ERR_IO when it cannot be read or is not
+ * a regular file (a FIFO or device is refused, never waited on), LF_ERR_FORMAT
+ * when it is not a valid safetensors file (a PyTorch checkpoint is recognised
+ * and the message says how to convert it), LF_ERR_OUT_OF_MEMORY.
+ */
+LF_API lf_status lf_tensor_file_open(const char *path, lf_tensor_file **out, char *errbuf,
+                                     size_t errbuf_size);
+LF_API void lf_tensor_file_free(lf_tensor_file *file);
+
+/* The message of the last failure on this file; "" when none. Never NULL. */
+LF_API const char *lf_tensor_file_last_error(const lf_tensor_file *file);
+
+/* The number of tensors (0 for NULL). Tensors are indexed 0..count-1 in name order. */
+LF_API size_t lf_tensor_file_count(const lf_tensor_file *file);
+
+/* Describes tensor `index`; LF_ERR_ARGUMENT when index >= count. */
+LF_API lf_status lf_tensor_file_info(lf_tensor_file *file, size_t index,
+                                     lf_tensor_info *info);
+
+/* Describes the tensor called `name`; LF_ERR_FORMAT when the file has none
+ * (info is then zeroed), so an optional tensor is tested with == LF_OK. */
+LF_API lf_status lf_tensor_file_find(lf_tensor_file *file, const char *name,
+                                     lf_tensor_info *info);
+
+/*
+ * Copies tensor `name` into out, converted to float; `count` must equal the
+ * tensor's element count (LF_ERR_ARGUMENT naming both otherwise). F32, F16, BF16
+ * and F64 are converted (F64 rounds to nearest); an integer tensor gives
+ * LF_ERR_FORMAT. out may be NULL when count is 0.
+ */
+LF_API lf_status lf_tensor_file_read_f32(lf_tensor_file *file, const char *name, float *out,
+                                         size_t count);
+
+/* The same for integers: I32 and I64 tensors into int64_t; a float tensor gives
+ * LF_ERR_FORMAT. */
+LF_API lf_status lf_tensor_file_read_i64(lf_tensor_file *file, const char *name, int64_t *out,
+                                         size_t count);
+
+/* The value of `key` in the file's __metadata__ (string to string), NULL when
+ * absent. Owned by the file. */
+LF_API const char *lf_tensor_file_metadata(const lf_tensor_file *file, const char *key);
+
+/* "F32", "F16", "BF16", "F64", "I32", "I64"; "unknown" for another value. */
+LF_API const char *lf_dtype_name(lf_dtype dtype);
 
 LF_API const char *lf_mode_name(lf_mode mode); /* "linformer", "dense", "flash" */
 /* Parses "linformer", "dense" or "flash"; LF_ERR_ARGUMENT otherwise. */
