@@ -258,7 +258,12 @@ static lf_status check_forward(lf_attention *L, int batch, int n, const int32_t 
     return LF_OK;
 }
 
-static lf_status forward_locked(lf_attention *L, cl_mem x, cl_mem y, int batch, int n, const int32_t *lengths)
+/* What a run computes: the layer's output, the heads' outputs before W_O, or
+ * one head's attention probabilities. */
+typedef enum { RUN_OUTPUT, RUN_HEADS, RUN_PROBABILITIES } lf_run;
+
+static lf_status run_locked(lf_attention *L, cl_mem x, cl_mem y, int batch, int n, const int32_t *lengths,
+                            lf_run what, int head)
 {
     lf_context *ctx = L->ctx;
     int32_t *lens = malloc(batch * sizeof *lens);
@@ -271,7 +276,9 @@ static lf_status forward_locked(lf_attention *L, cl_mem x, cl_mem y, int batch, 
     if (err != CL_SUCCESS) st = lf__cl_fail(ctx, err, "clEnqueueMarkerWithWaitList");
     lf__event_done(&L->tl, NULL);
     const lf_pass pass = {ctx, &L->plan, &L->w, &L->ws, &L->tl, batch, n, lens};
-    if (st == LF_OK) st = lf__attention_pass(&pass, x, y);
+    if (st == LF_OK && what == RUN_OUTPUT) st = lf__attention_pass(&pass, x, y);
+    if (st == LF_OK && what == RUN_HEADS) st = lf__attention_heads(&pass, x);
+    if (st == LF_OK && what == RUN_PROBABILITIES) st = lf__attention_probabilities(&pass, x, head);
     free(lens);
     return st;
 }
@@ -300,7 +307,31 @@ lf_status lf_attention_forward_cl(lf_attention *layer, cl_mem x, cl_mem y, int b
     if (st == LF_OK) st = check_buffer(ctx, x, bytes, "x");
     if (st == LF_OK) st = check_buffer(ctx, y, bytes, "y");
     if (st == LF_OK && x == y) st = lf__fail(ctx, LF_ERR_ARGUMENT, "x and y must be different buffers");
-    if (st == LF_OK) st = forward_locked(layer, x, y, batch, n, lengths);
+    if (st == LF_OK) st = run_locked(layer, x, y, batch, n, lengths, RUN_OUTPUT, 0);
+    pthread_mutex_unlock(&ctx->lock);
+    return st;
+}
+
+/* Uploads x, runs, and downloads what the run computed: y, the heads' outputs
+ * or one head's probabilities. */
+static lf_status run_host(lf_attention *L, const float *x, float *out, int batch, int n, const int32_t *lengths,
+                          lf_run what, int head)
+{
+    lf_context *ctx = L->ctx;
+    if (!x) return lf__fail(ctx, LF_ERR_ARGUMENT, "x is NULL");
+    if (!out) return lf__fail(ctx, LF_ERR_ARGUMENT, "%s is NULL", what == RUN_OUTPUT ? "y" : what == RUN_HEADS ? "o" : "p");
+    pthread_mutex_lock(&ctx->lock);
+    lf_status st = check_forward(L, batch, n, lengths);
+    const size_t rows = (size_t)batch * n, bytes = rows * L->plan.cfg.d_model * sizeof(float);
+    const size_t out_bytes = what == RUN_OUTPUT ? bytes
+                             : what == RUN_HEADS ? rows * L->plan.qdim * sizeof(float)
+                                                 : (size_t)n * n * sizeof(float);
+    if (st == LF_OK) st = lf__reserve(ctx, &L->x, &L->x_cap, bytes, "x");
+    if (st == LF_OK && what == RUN_OUTPUT) st = lf__reserve(ctx, &L->y, &L->y_cap, bytes, "y");
+    if (st == LF_OK) st = lf__upload(ctx, L->x, 0, x, bytes);
+    if (st == LF_OK) st = run_locked(L, L->x, L->y, batch, n, lengths, what, head);
+    cl_mem result = what == RUN_OUTPUT ? L->y : L->ws.buf[what == RUN_HEADS ? LF_WS_ATTENTION : LF_WS_SCORES];
+    if (st == LF_OK) st = lf__download(ctx, result, 0, out, out_bytes);
     pthread_mutex_unlock(&ctx->lock);
     return st;
 }
@@ -309,19 +340,22 @@ lf_status lf_attention_forward(lf_attention *layer, const float *x, float *y, in
                                const int32_t *lengths)
 {
     if (!layer) return LF_ERR_ARGUMENT;
-    lf_context *ctx = layer->ctx;
-    if (!x) return lf__fail(ctx, LF_ERR_ARGUMENT, "x is NULL");
-    if (!y) return lf__fail(ctx, LF_ERR_ARGUMENT, "y is NULL");
-    pthread_mutex_lock(&ctx->lock);
-    lf_status st = check_forward(layer, batch, n, lengths);
-    const size_t bytes = (size_t)batch * n * layer->plan.cfg.d_model * sizeof(float);
-    if (st == LF_OK) st = lf__reserve(ctx, &layer->x, &layer->x_cap, bytes, "x");
-    if (st == LF_OK) st = lf__reserve(ctx, &layer->y, &layer->y_cap, bytes, "y");
-    if (st == LF_OK) st = lf__upload(ctx, layer->x, 0, x, bytes);
-    if (st == LF_OK) st = forward_locked(layer, layer->x, layer->y, batch, n, lengths);
-    if (st == LF_OK) st = lf__download(ctx, layer->y, 0, y, bytes);
-    pthread_mutex_unlock(&ctx->lock);
-    return st;
+    return run_host(layer, x, y, batch, n, lengths, RUN_OUTPUT, 0);
+}
+
+lf_status lf_attention_head_outputs(lf_attention *layer, const float *x, float *o, int batch, int n,
+                                    const int32_t *lengths)
+{
+    if (!layer) return LF_ERR_ARGUMENT;
+    return run_host(layer, x, o, batch, n, lengths, RUN_HEADS, 0);
+}
+
+lf_status lf_attention_probabilities(lf_attention *layer, const float *x, float *p, int n, int head)
+{
+    if (!layer) return LF_ERR_ARGUMENT;
+    if (head < 0 || head >= layer->plan.cfg.heads)
+        return lf__fail(layer->ctx, LF_ERR_ARGUMENT, "head %d is outside [0, %d)", head, layer->plan.cfg.heads);
+    return run_host(layer, x, p, 1, n, NULL, RUN_PROBABILITIES, head);
 }
 
 lf_status lf_attention_last_profile(lf_attention *layer, lf_stage_time *stages, size_t capacity, size_t *count)

@@ -161,6 +161,8 @@ static lf_status load(lf_context *ctx, const lf_st_file *f, const char *path, lf
     cfg.mode = o.mode;
     cfg.causal = o.causal == 1;
     cfg.proj_kind = o.projection;
+    cfg.seed = o.seed;
+    if (o.k) cfg.k = o.k;
     lf_attention *layer = NULL;
     LF_TRY(lf_attention_create(ctx, &cfg, NULL, &layer));
     const bool learned = o.mode == LF_MODE_LINFORMER && o.projection == LF_PROJ_LEARNED;
@@ -190,9 +192,14 @@ static lf_status check_options(lf_context *ctx, const lf_load_options *o)
         return lf__fail(ctx, LF_ERR_ARGUMENT, "mode %d is not an lf_mode", (int)o->mode);
     if (o->causal < -1 || o->causal > 1)
         return lf__fail(ctx, LF_ERR_ARGUMENT, "causal must be -1 (from the file), 0 or 1, got %d", o->causal);
-    if (o->projection != LF_PROJ_LEARNED && o->projection != LF_PROJ_MEAN_POOL && o->projection != LF_PROJ_MAX_POOL)
-        return lf__fail(ctx, LF_ERR_ARGUMENT, "projection must be LF_PROJ_LEARNED (the file's), LF_PROJ_MEAN_POOL "
-                                              "or LF_PROJ_MAX_POOL, got %d", (int)o->projection);
+    if (o->projection != LF_PROJ_LEARNED && o->projection != LF_PROJ_MEAN_POOL && o->projection != LF_PROJ_MAX_POOL &&
+        o->projection != LF_PROJ_RANDOM)
+        return lf__fail(ctx, LF_ERR_ARGUMENT, "projection must be LF_PROJ_LEARNED (the file's), LF_PROJ_MEAN_POOL, "
+                                              "LF_PROJ_MAX_POOL or LF_PROJ_RANDOM, got %d", (int)o->projection);
+    if (o->k < 0) return lf__fail(ctx, LF_ERR_ARGUMENT, "k must be 0 (the file's) or positive, got %d", o->k);
+    if (o->k && o->projection == LF_PROJ_LEARNED)
+        return lf__fail(ctx, LF_ERR_ARGUMENT, "k %d differs from the file's learned projections: choose a "
+                                              "pooling or random projection for it", o->k);
     return LF_OK;
 }
 

@@ -16,6 +16,16 @@ static lf_status reserve(const lf_pass *p, lf_ws_id id, size_t bytes, const char
     return lf__reserve(p->ctx, &p->ws->buf[id], &p->ws->cap[id], bytes, what);
 }
 
+static lf_status fill_zero(const lf_pass *p, cl_mem buf, size_t offset, size_t floats)
+{
+    const float zero = 0.0f;
+    LF_CL_CHECK(p->ctx, clEnqueueFillBuffer(p->ctx->queue, buf, &zero, sizeof zero, offset * sizeof(float),
+                                            floats * sizeof(float), 0, NULL, lf__event(p->tl)),
+                "clEnqueueFillBuffer(zero rows)");
+    lf__event_done(p->tl, "fill");
+    return LF_OK;
+}
+
 size_t lf__workspace_bytes(const lf_workspace *ws)
 {
     size_t sum = 0;
@@ -82,11 +92,7 @@ static lf_status compress_matrix(const lf_pass *p, const lf_compress_args *a, cl
     for (int b = 0; b < p->batch; b++) {
         const size_t out_off = (size_t)b * k * a->out_ld;
         if (p->lengths[b] == 0) { /* the sum is empty: zero rows */
-            const float zero = 0.0f;
-            LF_CL_CHECK(p->ctx, clEnqueueFillBuffer(p->ctx->queue, a->out, &zero, sizeof zero, out_off * sizeof(float),
-                                                    (size_t)k * a->out_ld * sizeof(float), 0, NULL, lf__event(p->tl)),
-                        "clEnqueueFillBuffer(seq_project)");
-            lf__event_done(p->tl, "seq_project");
+            LF_TRY(fill_zero(p, a->out, out_off, (size_t)k * a->out_ld));
             continue;
         }
         lf_gemm_args g = {.m = k, .n = width, .k = p->lengths[b], .alpha = 1.0f,
@@ -222,7 +228,10 @@ static lf_status attend_gemm(const lf_pass *p, lf_view q, lf_view k, lf_view v, 
     const size_t kv_step = pl->kvh == 1 ? 0 : dh; /* one key/value head serves all queries */
     for (int b = 0; b < p->batch; b++) {
         const int len = p->lengths[b], keys_valid = key_count ? key_count : len;
-        if (keys_valid == 0) continue; /* rows past the length are set to 0 at the end */
+        if (len == 0) { /* nothing to attend to: the sequence's rows of o are 0 */
+            LF_TRY(fill_zero(p, o.buf, o.off + b * o.bstride, n * o.ld));
+            continue;
+        }
         for (size_t h0 = 0; h0 < heads; h0 += chunk) {
             const size_t hc = heads - h0 < chunk ? heads - h0 : chunk, kvh0 = pl->kvh == 1 ? 0 : h0;
             lf_gemm_args s = {.trans_b = true, .m = n, .n = nk, .k = dh, .alpha = pl->cfg.scale,
@@ -275,7 +284,7 @@ static lf_status prepare(const lf_pass *p)
     return reserve(p, LF_WS_ATTENTION, rows * pl->qdim * sizeof(float), "attention output");
 }
 
-lf_status lf__attention_pass(const lf_pass *p, cl_mem x, cl_mem y)
+lf_status lf__attention_heads(const lf_pass *p, cl_mem x)
 {
     const lf_plan *pl = p->plan;
     const size_t n = p->n, C = pl->cols, q = pl->qdim;
@@ -286,7 +295,37 @@ lf_status lf__attention_pass(const lf_pass *p, cl_mem x, cl_mem y)
     const lf_view queries = {p->ws->buf[LF_WS_QKV], 0, (int)C, n * C};
     const lf_view out = {p->ws->buf[LF_WS_ATTENTION], 0, (int)q, n * q};
     const int key_count = pl->linformer ? pl->cfg.k : 0;
-    LF_TRY(pl->tiled ? attend_tiled(p, queries, keys, values, out, key_count)
-                     : attend_gemm(p, queries, keys, values, out, key_count));
+    return pl->tiled ? attend_tiled(p, queries, keys, values, out, key_count)
+                     : attend_gemm(p, queries, keys, values, out, key_count);
+}
+
+lf_status lf__attention_pass(const lf_pass *p, cl_mem x, cl_mem y)
+{
+    LF_TRY(lf__attention_heads(p, x));
     return output(p, y);
+}
+
+lf_status lf__attention_probabilities(const lf_pass *p, cl_mem x, int head)
+{
+    const lf_plan *pl = p->plan;
+    const size_t n = p->n, C = pl->cols, dh = pl->dh, bytes = n * n * sizeof(float);
+    const size_t budget = lf__scores_budget(&p->ctx->info);
+    if (bytes > budget)
+        return lf__fail(p->ctx, LF_ERR_OUT_OF_MEMORY, "the %zu x %zu attention matrix of a head needs %zu bytes; "
+                                                      "the device allows %zu bytes for it", n, n, bytes, budget);
+    LF_TRY(prepare(p));
+    LF_TRY(project_qkv(p, x));
+    LF_TRY(reserve(p, LF_WS_SCORES, bytes, "attention scores"));
+    lf_view keys, values;
+    own_keys_values(p, &keys, &values);
+    const size_t hk = (size_t)head / (pl->cfg.heads / pl->kvh); /* the key/value head this head reads */
+    lf_gemm_args s = {.trans_b = true, .m = n, .n = n, .k = dh, .alpha = pl->cfg.scale,
+                      .a = p->ws->buf[LF_WS_QKV], .a_off = head * dh, .lda = C,
+                      .b = keys.buf, .b_off = keys.off + hk * dh, .ldb = keys.ld,
+                      .c = p->ws->buf[LF_WS_SCORES], .ldc = n, .what = "gemm scores"};
+    LF_TRY(lf__gemm(p->ctx, &s, p->tl));
+    const lf_softmax_rows_args sm = {.scores = p->ws->buf[LF_WS_SCORES], .ld = (int)n, .n_rows = (int)n,
+                                     .rows_valid = p->lengths[0], .cols_valid = p->lengths[0],
+                                     .causal = pl->cfg.causal, .count = 1, .group = pl->softmax_group};
+    return lf__launch_softmax_rows(p->ctx, &sm, p->tl);
 }

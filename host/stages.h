@@ -44,6 +44,15 @@ typedef struct {
 /* y = attention(x), x and y [batch, n, d_model] on the device, different buffers. */
 lf_status lf__attention_pass(const lf_pass *p, cl_mem x, cl_mem y);
 
+/* The first three stages: the heads' outputs O [batch, n, heads d_head], before
+ * W_O, in ws->buf[LF_WS_ATTENTION]. */
+lf_status lf__attention_heads(const lf_pass *p, cl_mem x);
+
+/* The exact attention probabilities of one head over one sequence (batch 1),
+ * P = softmax(scale q k^T) [n, n] (causal when the plan is), in
+ * ws->buf[LF_WS_SCORES], whatever the plan's mode. */
+lf_status lf__attention_probabilities(const lf_pass *p, cl_mem x, int head);
+
 /* Bytes of one head's score block that dense attention may hold, leaving as
  * much again for the padded copy CLBlast may make of it. */
 size_t lf__scores_budget(const lf_device_info *device);

@@ -330,6 +330,20 @@ LF_API lf_status lf_attention_forward(lf_attention *layer, const float *x, float
 LF_API lf_status lf_attention_forward_cl(lf_attention *layer, cl_mem x, cl_mem y,
                                          int batch, int n, const int32_t *lengths);
 
+/*
+ * For measuring a layer (`linformer rank`):
+ * lf_attention_head_outputs: the heads' outputs before W_O, o [batch, n,
+ *   heads * d_head], head h in columns h d_head .. (h+1) d_head - 1; rows past
+ *   a length are 0. Same arguments as lf_attention_forward otherwise.
+ * lf_attention_probabilities: the exact attention probabilities of one head
+ *   over one sequence x [n, d_model], p [n, n] = softmax(scale q k^T) (causal
+ *   when the layer is), whatever the layer's mode: the n x n matrix Linformer
+ *   approximates. LF_ERR_OUT_OF_MEMORY when n x n is over the device's budget.
+ */
+LF_API lf_status lf_attention_head_outputs(lf_attention *layer, const float *x, float *o, int batch, int n,
+                                           const int32_t *lengths);
+LF_API lf_status lf_attention_probabilities(lf_attention *layer, const float *x, float *p, int n, int head);
+
 /* Device time of the last forward, from its first to its last command, in ms
  * (OpenCL profiling events; waits for that forward to finish). */
 LF_API lf_status lf_attention_last_time_ms(lf_attention *layer, double *ms);
@@ -370,12 +384,14 @@ typedef struct {
     int heads;        /* 0 = from __metadata__ "heads" */
     lf_mode mode;     /* LF_MODE_LINFORMER by default */
     int causal;       /* -1 = from __metadata__ "causal" ("0" or "1"; absent = 0), else 0 or 1 */
-    lf_proj_kind projection; /* LF_PROJ_LEARNED = the file's proj_k, proj_v; LF_PROJ_MEAN_POOL or
-                                LF_PROJ_MAX_POOL replace them with pooling of the same k and
-                                max_seq_len (so a layer can run causally) */
+    lf_proj_kind projection; /* LF_PROJ_LEARNED = the file's proj_k, proj_v; LF_PROJ_MEAN_POOL,
+                                LF_PROJ_MAX_POOL or LF_PROJ_RANDOM replace them (pooling lets a
+                                layer run causally; random ones measure other k) */
+    int k;            /* 0 = the file's k; another k needs a projection other than LF_PROJ_LEARNED */
+    uint64_t seed;    /* of LF_PROJ_RANDOM */
 } lf_load_options;
 
-LF_API void lf_load_options_init(lf_load_options *opts); /* heads 0, Linformer, causal -1, learned */
+LF_API void lf_load_options_init(lf_load_options *opts); /* heads 0, Linformer, causal -1, learned, k 0 */
 /* lf_attention_load with options; opts NULL = the defaults. A given option that
  * contradicts the file's __metadata__ is LF_ERR_ARGUMENT naming both. */
 LF_API lf_status lf_attention_load_with(lf_context *ctx, const char *path, const lf_load_options *opts,
