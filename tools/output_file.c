@@ -16,7 +16,7 @@ struct output_file {
     FILE *stream;     /* buffered on top of fd, through write_fd below */
     int fd;
     int error;        /* errno of the first failed write, which the stream's error flag does not keep */
-    const char *path; /* as given, for messages */
+    char *path;       /* as given, for messages */
     char *target;     /* what is replaced: the path, or where its symlink points */
     char *temp;       /* the temporary beside target; NULL when writing in place */
 };
@@ -55,6 +55,7 @@ static void *fail(char *err, size_t size, const char *path, const char *what)
 static void discard(output_file *f)
 {
     if (!f) return;
+    free(f->path);
     free(f->target);
     free(f->temp);
     free(f);
@@ -64,8 +65,7 @@ static void discard(output_file *f)
 static char *resolve(const char *path, char *err, size_t size)
 {
     struct stat st;
-    if (lstat(path, &st) != 0 || !S_ISLNK(st.st_mode)) return strdup(path);
-    char *real = realpath(path, NULL);
+    char *real = lstat(path, &st) != 0 || !S_ISLNK(st.st_mode) ? strdup(path) : realpath(path, NULL);
     if (!real) fail(err, size, path, errno == ENOENT ? "it is a symbolic link to a missing file" : strerror(errno));
     return real;
 }
@@ -119,7 +119,7 @@ output_file *output_file_open(const char *path, const char *const *inputs, size_
 {
     output_file *f = calloc(1, sizeof *f);
     if (!f) return fail(err, err_size, path, "out of memory");
-    f->path = path;
+    if (!(f->path = strdup(path))) return discard(f), fail(err, err_size, path, "out of memory");
     if (!(f->target = resolve(path, err, err_size))) return discard(f), NULL;
     struct stat st;
     const bool exists = stat(f->target, &st) == 0;
@@ -153,6 +153,12 @@ output_file *output_file_open(const char *path, const char *const *inputs, size_
 FILE *output_file_stream(output_file *f) { return f->stream; }
 
 const char *output_file_path(const output_file *f) { return f->path; }
+
+int output_file_fd(output_file *f)
+{
+    fflush(f->stream);
+    return f->fd;
+}
 
 int output_file_commit(output_file *f, char *err, size_t err_size)
 {

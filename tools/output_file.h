@@ -30,8 +30,12 @@ output_file *output_file_open(const char *path, const char *const *inputs, size_
 /* The stream to write to (buffered; errors are collected by output_file_commit). */
 FILE *output_file_stream(output_file *f);
 
-/* The path as given. */
+/* The path as given (valid until the file is committed or aborted). */
 const char *output_file_path(const output_file *f);
+
+/* The descriptor under the stream, flushed, for a child process to write into
+ * (gnuplot's figure); what it writes is committed like the stream's. */
+int output_file_fd(output_file *f);
 
 /*
  * Flushes, syncs and puts the file in place, and frees f. Returns 0, or -1 with
