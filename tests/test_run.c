@@ -327,3 +327,28 @@ Test(run, one_parser_for_every_option)
     cr_expect_eq(run_plain("--check stray", log, sizeof log), 2, "%s", log);
     cr_expect(strstr(log, "stray") != NULL, "%s", log);
 }
+
+/* devices and bench parse as run does: --opt=VALUE, repeated options, stray arguments. */
+Test(run, every_command_parses_alike)
+{
+    static const struct {
+        const char *args;
+        int status;
+        const char *text;
+    } cases[] = {
+        {"devices --device=cpu", 0, "picks"},
+        {"devices --device cpu --device gpu", 2, "--device is given twice"},
+        {"devices stray", 2, "unexpected argument \"stray\""},
+        {"bench --repeat 2 --repeat 3", 2, "--repeat is given twice"},
+        {"bench --quick=1", 2, "--quick takes no value"},
+        {"run --mo x", 2, "ambiguous"},
+        {"devices --help > /dev/full", 1, "standard output"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[1024], log[8192];
+        snprintf(cmd, sizeof cmd, "(%s %s)", LF_TOOL_PATH, cases[i].args);
+        cr_expect_eq(lf_test_system(cmd, log, sizeof log), cases[i].status, "%s: %s", cases[i].args, log);
+        cr_expect(strstr(log, cases[i].text) != NULL, "%s: no \"%s\" in: %s", cases[i].args, cases[i].text, log);
+        if (cases[i].status == 2) cr_expect(strstr(log, "--help") != NULL, "%s: no pointer to --help", cases[i].args);
+    }
+}
