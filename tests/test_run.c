@@ -280,6 +280,22 @@ Test(run, output_fifo_is_written_not_replaced)
     cr_expect(holds_output(got), "the reader got the file");
 }
 
+/* A link planted where a predictable temporary (OUTPUT.tmp.PID) would go is
+ * never followed: the shell's $$ is the program's PID after exec. */
+Test(run, planted_temporary_link_is_not_followed)
+{
+    char victim[128], cmd[2048], log[8192];
+    path(victim, "victim");
+    write_text(victim, "secret", 0644);
+    snprintf(cmd, sizeof cmd, "cd %s && sh -c 'ln -s victim y.safetensors.tmp.$$ && exec %s run --model "
+             "%s.model.safetensors --input %s.io.safetensors --output y.safetensors'", dir, LF_TOOL_PATH, PLAIN, PLAIN);
+    cr_expect_eq(lf_test_system(cmd, log, sizeof log), 0, "%s", log);
+    cr_expect(has_text(victim, "secret"), "the file behind the link is untouched");
+    char out[128];
+    path(out, "y.safetensors");
+    cr_expect(holds_output(out));
+}
+
 Test(run, output_naming_an_input_is_refused)
 {
     char alias[128], args[512], log[8192];
