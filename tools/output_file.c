@@ -81,7 +81,7 @@ static const char *same_as_input(const struct stat *st, const char *const *input
     return NULL;
 }
 
-/* An exclusive temporary ".NAME.XXXXXX" in the target's folder with `mode`. */
+/* An exclusive temporary ".NAME.XXXXXX" (mkostemp: O_EXCL, a random name) in the target's folder with `mode`. */
 static int make_temp(output_file *f, mode_t mode)
 {
     char *copy1 = strdup(f->target), *copy2 = strdup(f->target);
@@ -91,7 +91,7 @@ static int make_temp(output_file *f, mode_t mode)
         size_t size = strlen(dir) + strlen(base) + 16;
         if ((f->temp = malloc(size))) {
             snprintf(f->temp, size, "%s/.%s.XXXXXX", dir, base);
-            fd = mkstemp(f->temp);
+            fd = mkostemp(f->temp, O_CLOEXEC); /* a child (gnuplot) gets only what it is handed */
         }
     }
     free(copy1);
