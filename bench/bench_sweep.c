@@ -3,8 +3,9 @@
  *
  * The points (mode, n, k) run in the order of bench_plan: per n the exact modes
  * first (dense, then flash, which is compared with it), so that each Linformer
- * row can be compared with exact attention of the same weights and input; each point runs on every device before the next, so
- * only the first device's output of the current point is kept for xdev.
+ * row can be compared with exact attention of the same weights and input; each
+ * point runs on every device before the next, so only the first device's
+ * output of the current point is kept for xdev.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "bench_sweep.h"

@@ -76,6 +76,13 @@ static int commit(output_file *f, int written, char *err, size_t err_size)
     return output_file_commit(f, err, err_size);
 }
 
+/* Prints a failed output's message; returns 1 for the exit status. */
+static int report(const char *option, const char *err)
+{
+    fprintf(stderr, "linformer bench: %s: %s\n", option, err);
+    return 1;
+}
+
 /* CSV, JSON and the plot; every one is attempted, the status says whether all worked. */
 static int write_outputs(const bench_options *o, bench_files *f, const bench_device *devs, size_t ndev,
                          const bench_results *res)
@@ -83,18 +90,17 @@ static int write_outputs(const bench_options *o, bench_files *f, const bench_dev
     char err[4096];
     int rc = 0;
     if (f->csv && commit(f->csv, bench_csv_write(output_file_stream(f->csv), res), err, sizeof err) != 0)
-        rc = fprintf(stderr, "linformer bench: --csv: %s\n", err);
+        rc = report("--csv", err);
     if (f->json) {
         lf_device_info *infos = calloc(ndev, sizeof *infos);
         for (size_t i = 0; infos && i < ndev; i++) infos[i] = devs[i].info;
         const int written = infos ? bench_json_write(output_file_stream(f->json), o, infos, ndev, res) : -1;
-        if (commit(f->json, written, err, sizeof err) != 0) rc = fprintf(stderr, "linformer bench: --json: %s\n", err);
+        if (commit(f->json, written, err, sizeof err) != 0) rc = report("--json", err);
         free(infos);
     }
-    if (f->plot.figure && bench_plot_finish(&f->plot, res, err, sizeof err) != 0)
-        rc = fprintf(stderr, "linformer bench: --plot: %s\n", err);
+    if (f->plot.figure && bench_plot_finish(&f->plot, res, err, sizeof err) != 0) rc = report("--plot", err);
     memset(f, 0, sizeof *f);
-    return rc ? 1 : 0;
+    return rc;
 }
 
 /* The yardstick: what the device's GEMM reaches, beside which the modes' GFLOP/s read. */
