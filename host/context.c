@@ -153,8 +153,14 @@ lf_status lf__alloc(lf_context *ctx, size_t bytes, const char *what, cl_mem *out
         return lf__fail(ctx, LF_ERR_OUT_OF_MEMORY,
                         "%s needs %zu bytes, over the device's max allocation of %llu bytes", what,
                         bytes, (unsigned long long)ctx->info.max_alloc_bytes);
+    /* On a CPU device a buffer is host memory: checked first, and allocated
+     * now (ALLOC_HOST_PTR; PoCL otherwise allocates at first use, where
+     * running out crashes inside the driver). */
+    bool host = ctx->info.type == LF_DEVICE_CPU;
+    if (host) LF_TRY(lf__host_memory_check(ctx, bytes, what));
     cl_int err;
-    *out = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, bytes, NULL, &err);
+    cl_mem_flags flags = CL_MEM_READ_WRITE | (host ? CL_MEM_ALLOC_HOST_PTR : 0);
+    *out = clCreateBuffer(ctx->cl, flags, bytes, NULL, &err);
     if (err != CL_SUCCESS) {
         *out = NULL;
         return lf__fail(ctx, LF_ERR_OUT_OF_MEMORY, "allocating %s (%zu bytes) failed: %s", what,
@@ -258,6 +264,9 @@ lf_status lf__timeline_stages(lf_context *ctx, lf_timeline *t, lf_stage_time *st
     /* The queue is in order, so a command's stage gets the time from the end of
      * the command before it to its own end: that counts the kernels CLBlast runs
      * before the one whose event it returns. */
+    /* Every stage is named here, those past `capacity` too, so *count is the
+     * real number of stages whatever the caller's array holds. */
+    const char *names[LF_MAX_STEPS];
     size_t n = 0;
     cl_ulong s, e;
     LF_TRY(step_times(ctx, t->steps[0].event, &s, &e));
@@ -267,10 +276,10 @@ lf_status lf__timeline_stages(lf_context *ctx, lf_timeline *t, lf_stage_time *st
         if (i == 0 || !t->steps[i].name) continue;
         s = prev_end;
         size_t j = 0;
-        while (j < n && j < capacity && strcmp(stages[j].stage, t->steps[i].name) != 0) j++;
+        while (j < n && strcmp(names[j], t->steps[i].name) != 0) j++;
         if (j == n) {
+            names[n++] = t->steps[i].name;
             if (j < capacity) stages[j] = (lf_stage_time){t->steps[i].name, 0.0, 0};
-            n++;
         }
         if (j < capacity) {
             stages[j].ms += e > s ? (double)(e - s) * 1e-6 : 0.0;

@@ -1,5 +1,6 @@
 /* device.c - enumerate OpenCL devices and choose one from a selector string. */
 #include <ctype.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,9 @@ void lf__device_query(cl_platform_id platform, cl_device_id device, lf_device_in
                       info->platform_version, NULL);
     info->platform_name[sizeof info->platform_name - 1] = 0;
     info->platform_version[sizeof info->platform_version - 1] = 0;
+    clGetPlatformInfo(platform, CL_PLATFORM_VENDOR, sizeof info->platform_vendor,
+                      info->platform_vendor, NULL);
+    info->platform_vendor[sizeof info->platform_vendor - 1] = 0;
     query_string(device, CL_DEVICE_NAME, info->device_name, sizeof info->device_name);
     query_string(device, CL_DEVICE_VENDOR, info->vendor, sizeof info->vendor);
     query_string(device, CL_DRIVER_VERSION, info->driver_version, sizeof info->driver_version);
@@ -65,6 +69,35 @@ void lf__device_query(cl_platform_id platform, cl_device_id device, lf_device_in
     }
 }
 
+/* Why no platform or device was found, when a memory limit may be the cause:
+ * an OpenCL driver that cannot map its libraries is skipped without a word. */
+static const char *limit_note(char *buf, size_t size)
+{
+    size_t limit = lf__address_space_limit();
+    if (!limit) return "";
+    snprintf(buf, size, "; the address-space limit (RLIMIT_AS, ulimit -v) is %.1f MiB: the driver may lack "
+             "the memory it needs", (double)limit / (1 << 20));
+    return buf;
+}
+
+/* Fills out (up to capacity) with the devices of platform p; returns how many
+ * it has, 0 with *err set when clGetDeviceIDs fails. */
+static size_t platform_devices(cl_platform_id platform, cl_uint p, lf_device_info *out, size_t capacity,
+                               cl_int *err)
+{
+    cl_device_id devs[LF_MAX_DEVICES];
+    cl_uint nd = 0;
+    *err = clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, LF_MAX_DEVICES, devs, &nd);
+    if (*err != CL_SUCCESS) return 0; /* a platform without devices is not an error */
+    if (nd > LF_MAX_DEVICES) nd = LF_MAX_DEVICES;
+    for (cl_uint d = 0; d < nd && d < capacity; d++) {
+        lf__device_query(platform, devs[d], &out[d]);
+        out[d].platform_index = p;
+        out[d].device_index = d;
+    }
+    return nd;
+}
+
 lf_status lf_devices_list(lf_device_info *out, size_t capacity, size_t *count, char *errbuf,
                           size_t errbuf_size)
 {
@@ -74,31 +107,30 @@ lf_status lf_devices_list(lf_device_info *out, size_t capacity, size_t *count, c
     *count = 0;
     cl_platform_id platforms[LF_MAX_PLATFORMS];
     cl_uint np = 0;
+    char note[160];
     cl_int err = clGetPlatformIDs(LF_MAX_PLATFORMS, platforms, &np);
-    if (err == -1001 /* CL_PLATFORM_NOT_FOUND_KHR: an ICD loader with no driver */ || np == 0)
+    if (err == -1001 /* CL_PLATFORM_NOT_FOUND_KHR: an ICD loader with no driver */ || (err == CL_SUCCESS && np == 0))
         return lf__fail_buf(errbuf, errbuf_size, LF_ERR_NO_DEVICE,
-                            "no OpenCL platform found (is an OpenCL driver installed, e.g. pocl-opencl-icd?)");
+                            "no OpenCL platform found (clGetPlatformIDs: %s; is an OpenCL driver installed, "
+                            "e.g. pocl-opencl-icd?)%s",
+                            lf_cl_error_string(err), limit_note(note, sizeof note));
     if (err != CL_SUCCESS)
-        return lf__fail_buf(errbuf, errbuf_size, LF_ERR_OPENCL, "clGetPlatformIDs failed: %s",
-                            lf_cl_error_string(err));
+        return lf__fail_buf(errbuf, errbuf_size, err == CL_OUT_OF_HOST_MEMORY ? LF_ERR_OUT_OF_MEMORY : LF_ERR_OPENCL,
+                            "clGetPlatformIDs failed: %s%s", lf_cl_error_string(err), limit_note(note, sizeof note));
     if (np > LF_MAX_PLATFORMS) np = LF_MAX_PLATFORMS;
     size_t found = 0;
+    cl_int last_err = CL_SUCCESS;
     for (cl_uint p = 0; p < np; p++) {
-        cl_device_id devs[LF_MAX_DEVICES];
-        cl_uint nd = 0;
-        if (clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, LF_MAX_DEVICES, devs, &nd) != CL_SUCCESS)
-            continue; /* a platform without devices is not an error */
-        if (nd > LF_MAX_DEVICES) nd = LF_MAX_DEVICES;
-        for (cl_uint d = 0; d < nd; d++, found++) {
-            if (found >= capacity) continue;
-            lf__device_query(platforms[p], devs[d], &out[found]);
-            out[found].platform_index = p;
-            out[found].device_index = d;
-        }
+        cl_int e;
+        bool room = found < capacity;
+        found += platform_devices(platforms[p], p, room ? out + found : NULL, room ? capacity - found : 0, &e);
+        if (e != CL_SUCCESS) last_err = e;
     }
     *count = found;
     if (found == 0)
-        return lf__fail_buf(errbuf, errbuf_size, LF_ERR_NO_DEVICE, "no OpenCL device found on %u platform(s)", np);
+        return lf__fail_buf(errbuf, errbuf_size, last_err == CL_OUT_OF_HOST_MEMORY ? LF_ERR_OUT_OF_MEMORY : LF_ERR_NO_DEVICE,
+                            "no OpenCL device found on %u platform(s) (clGetDeviceIDs: %s)%s", np,
+                            lf_cl_error_string(last_err), limit_note(note, sizeof note));
     return LF_OK;
 }
 
@@ -113,17 +145,51 @@ static bool contains_nocase(const char *hay, const char *needle)
     return n == 0;
 }
 
-static bool parse_index_pair(const char *s, unsigned *p, unsigned *d)
+/* One side of a "P:D" selector: an index when it is all digits, else a text
+ * matched case-insensitively; an empty part (no ":D") matches anything. */
+typedef struct {
+    const char *text;
+    bool is_index;
+    unsigned long index;
+} selector_part;
+
+static selector_part part_of(const char *s)
 {
+    selector_part p = {s, false, 0};
     char *end;
-    if (!isdigit((unsigned char)*s)) return false;
-    unsigned long a = strtoul(s, &end, 10);
-    if (*end != ':' || !isdigit((unsigned char)end[1])) return false;
-    unsigned long b = strtoul(end + 1, &end, 10);
-    if (*end != 0 || a > 0xffff || b > 0xffff) return false;
-    *p = (unsigned)a;
-    *d = (unsigned)b;
-    return true;
+    if (isdigit((unsigned char)*s)) {
+        unsigned long v = strtoul(s, &end, 10);
+        if (*end == 0 && v <= 0xffff) p = (selector_part){s, true, v};
+    }
+    return p;
+}
+
+/* Platform side: its index, or a text in the platform's name or vendor (PoCL's
+ * platform is "Portable Computing Language" from "The pocl project") or the
+ * device's name. */
+static bool platform_side(const lf_device_info *d, const selector_part *p)
+{
+    if (p->is_index) return d->platform_index == p->index;
+    return contains_nocase(d->platform_name, p->text) || contains_nocase(d->platform_vendor, p->text) ||
+           contains_nocase(d->device_name, p->text);
+}
+
+/* The device P:D picks, in list order. D as an index is the device index on
+ * platform P, or, when P is a text, the D-th device matching P (from 0); D as
+ * a text is the first device matching P whose name contains it. */
+static bool find_pair(const lf_device_info *devs, size_t count, selector_part p, selector_part d,
+                      size_t *index)
+{
+    unsigned long nth = d.is_index && !p.is_index ? d.index : 0;
+    for (size_t i = 0; i < count; i++) {
+        if (!platform_side(&devs[i], &p)) continue;
+        bool ok = !d.text                 ? true
+                  : !d.is_index           ? contains_nocase(devs[i].device_name, d.text)
+                  : p.is_index            ? devs[i].device_index == d.index
+                                          : nth-- == 0;
+        if (ok) return *index = i, true;
+    }
+    return false;
 }
 
 static const char *type_name(lf_device_type t)
@@ -181,25 +247,15 @@ lf_status lf_devices_select(const char *selector, const lf_device_info *devices,
             if (devices[i].type == types[t].type) return *index = i, LF_OK;
         return no_match(sel, devices, count, errbuf, errbuf_size);
     }
-    unsigned p, d;
-    if (parse_index_pair(sel, &p, &d)) {
-        for (size_t i = 0; i < count; i++)
-            if (devices[i].platform_index == p && devices[i].device_index == d) return *index = i, LF_OK;
-        return no_match(sel, devices, count, errbuf, errbuf_size);
-    }
-    /* A name, optionally with ":D" for the D-th device whose names match it. */
-    unsigned long nth = 0;
+    /* "P:D" first, split at the last colon; a name holding a colon is then
+     * tried whole. */
     char *colon = strrchr(sel, ':');
-    if (colon && colon > sel && isdigit((unsigned char)colon[1])) {
-        char *end;
-        nth = strtoul(colon + 1, &end, 10);
-        if (*end == 0) *colon = 0;
-        else nth = 0;
+    if (colon && colon > sel && colon[1]) {
+        *colon = 0;
+        bool found = find_pair(devices, count, part_of(sel), part_of(colon + 1), index);
+        *colon = ':';
+        if (found) return LF_OK;
     }
-    for (size_t i = 0; i < count; i++)
-        if ((contains_nocase(devices[i].device_name, sel) ||
-             contains_nocase(devices[i].platform_name, sel)) && nth-- == 0)
-            return *index = i, LF_OK;
-    if (colon && *colon == 0) *colon = ':';
+    if (find_pair(devices, count, part_of(sel), (selector_part){0}, index)) return LF_OK;
     return no_match(sel, devices, count, errbuf, errbuf_size);
 }

@@ -1,23 +1,16 @@
 /*
- * program.c - build kernels once per context and keep their binaries on disk.
- *
- * A disk entry is: magic, the key text, a checksum and the device binary. The
- * key holds everything the binary depends on (source hash, options, platform
- * version, device name, driver version). An entry that is short, corrupt or
- * for another key is rebuilt and replaced, never loaded blindly; entries are
- * written to a temporary file and renamed, so readers never see half of one.
+ * program.c - build kernels once per context, from the sources built into the
+ * library (or LINFORMER_KERNEL_DIR), through the disk cache of kernel_cache.c.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "internal.h"
+#include "kernel_cache.h"
 #include "kernels.h"
 
-#define LF_CACHE_MAGIC "LFKCACHE1"
 #define LF_MAX_KERNELS 16
 
 typedef struct {
@@ -32,38 +25,7 @@ struct lf_program_entry {
     lf_program_entry *next;
 };
 
-static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
-#define FNV_INIT 0xcbf29ce484222325ull
-
 /* ---- Sources: built in, or from LINFORMER_KERNEL_DIR ---- */
-
-static lf_status read_file(const char *path, char **text, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return LF_ERR_IO;
-    lf_status st = LF_ERR_IO;
-    char *buf = NULL;
-    if (fseek(f, 0, SEEK_END) == 0) {
-        long n = ftell(f);
-        if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1))) {
-            if (fread(buf, 1, (size_t)n, f) == (size_t)n) {
-                buf[n] = 0;
-                *text = buf;
-                *size = (size_t)n;
-                buf = NULL;
-                st = LF_OK;
-            }
-        }
-    }
-    free(buf);
-    fclose(f);
-    return st;
-}
 
 static lf_status kernel_source(lf_context *ctx, const char *file, char **text, size_t *size)
 {
@@ -71,9 +33,9 @@ static lf_status kernel_source(lf_context *ctx, const char *file, char **text, s
     if (dir && *dir) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, file);
-        if (read_file(path, text, size) != LF_OK)
+        if (lf__read_file(path, true, text, size) != LF_OK)
             return lf__fail(ctx, LF_ERR_IO, "cannot read kernel source %s (LINFORMER_KERNEL_DIR): %s",
-                            path, strerror(errno));
+                            path, errno == EINVAL ? "not a regular file" : strerror(errno));
         return LF_OK;
     }
     for (const lf_embedded_file *s = lf_kernel_sources; s->name; s++) {
@@ -86,85 +48,6 @@ static lf_status kernel_source(lf_context *ctx, const char *file, char **text, s
         return LF_OK;
     }
     return lf__fail(ctx, LF_ERR_ARGUMENT, "no kernel source named %s in the library", file);
-}
-
-/* ---- The disk cache ---- */
-
-static bool cache_dir(char *out, size_t size)
-{
-    const char *dir = getenv("LINFORMER_CACHE_DIR");
-    if (dir && strcmp(dir, "off") == 0) return false;
-    if (dir && *dir) snprintf(out, size, "%s", dir);
-    else if ((dir = getenv("XDG_CACHE_HOME")) && *dir) snprintf(out, size, "%s/linformer", dir);
-    else if ((dir = getenv("HOME")) && *dir) snprintf(out, size, "%s/.cache/linformer", dir);
-    else return false;
-    /* mkdir -p; failures show up when the entry is written */
-    for (char *p = out + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        mkdir(out, 0755);
-        *p = '/';
-    }
-    mkdir(out, 0755);
-    return true;
-}
-
-static char *cache_key(lf_context *ctx, const char *file, const char *text, size_t size,
-                       const char *options)
-{
-    const char *fmt = "%s|%016llx|%s|%s|%s|%s";
-    unsigned long long h = fnv1a(FNV_INIT, text, size);
-    int n = snprintf(NULL, 0, fmt, file, h, options, ctx->info.platform_version,
-                     ctx->info.device_name, ctx->info.driver_version);
-    char *key = malloc((size_t)n + 1);
-    if (key) snprintf(key, (size_t)n + 1, fmt, file, h, options, ctx->info.platform_version,
-                      ctx->info.device_name, ctx->info.driver_version);
-    return key;
-}
-
-static void cache_path(const char *dir, const char *key, char *out, size_t size)
-{
-    snprintf(out, size, "%s/%016llx.bin", dir, (unsigned long long)fnv1a(FNV_INIT, key, strlen(key)));
-}
-
-/* Reads an entry; returns the binary only when every check passes. */
-static unsigned char *cache_load(const char *path, const char *key, size_t *bin_size)
-{
-    char *data = NULL;
-    size_t size = 0;
-    if (read_file(path, &data, &size) != LF_OK) return NULL;
-    size_t magic = sizeof LF_CACHE_MAGIC, klen = strlen(key) + 1;
-    size_t head = magic + klen + 2 * sizeof(uint64_t);
-    uint64_t len, sum;
-    unsigned char *bin = NULL;
-    if (size > head && memcmp(data, LF_CACHE_MAGIC, magic) == 0 &&
-        memcmp(data + magic, key, klen) == 0) {
-        memcpy(&len, data + magic + klen, sizeof len);
-        memcpy(&sum, data + magic + klen + sizeof len, sizeof sum);
-        if (len == size - head && fnv1a(FNV_INIT, data + head, len) == sum &&
-            (bin = malloc(len))) {
-            memcpy(bin, data + head, len);
-            *bin_size = len;
-        }
-    }
-    free(data);
-    return bin;
-}
-
-static void cache_store(const char *path, const char *key, const unsigned char *bin, size_t len)
-{
-    /* process and thread make the name unique among writers at the same time */
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%lx", path, (long)getpid(), (unsigned long)pthread_self());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return; /* the cache is an optimisation: failing to write it is not an error */
-    uint64_t len64 = len, sum = fnv1a(FNV_INIT, bin, len);
-    bool ok = fwrite(LF_CACHE_MAGIC, 1, sizeof LF_CACHE_MAGIC, f) == sizeof LF_CACHE_MAGIC &&
-              fwrite(key, 1, strlen(key) + 1, f) == strlen(key) + 1 &&
-              fwrite(&len64, sizeof len64, 1, f) == 1 && fwrite(&sum, sizeof sum, 1, f) == 1 &&
-              fwrite(bin, 1, len, f) == len;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) remove(tmp);
 }
 
 /* ---- Building ---- */
@@ -211,7 +94,7 @@ static void store_binary(lf_context *ctx, cl_program p, const char *path, const 
     if (clGetProgramInfo(p, CL_PROGRAM_BINARY_SIZES, sizeof len, &len, NULL) != CL_SUCCESS || !len) return;
     unsigned char *bin = malloc(len);
     if (bin && clGetProgramInfo(p, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) == CL_SUCCESS)
-        cache_store(path, key, bin, len);
+        lf__cache_store(path, key, bin, len);
     free(bin);
 }
 
@@ -222,17 +105,18 @@ static lf_status program_build(lf_context *ctx, const char *file, const char *op
     LF_TRY(kernel_source(ctx, file, &text, &size));
     char dir[4096], path[4300] = "";
     char *key = NULL;
-    bool cached = cache_dir(dir, sizeof dir);
+    bool cached = lf__cache_dir(dir, sizeof dir);
     if (cached) {
-        key = cache_key(ctx, file, text, size, options);
+        key = lf__cache_key(&ctx->info, file, text, size, options);
         cached = key != NULL;
     }
     if (cached) {
-        cache_path(dir, key, path, sizeof path);
+        lf__cache_path(dir, key, path, sizeof path);
+        unsigned char *bin = NULL;
         size_t len = 0;
-        unsigned char *bin = cache_load(path, key, &len);
-        lf_status st = bin ? program_from_binary(ctx, bin, len, options, out) : LF_ERR_IO;
-        if (bin && st != LF_OK) ctx->cache_rejected++;
+        lf_cache_result found = lf__cache_load(path, key, &bin, &len);
+        lf_status st = found == LF_CACHE_FOUND ? program_from_binary(ctx, bin, len, options, out) : LF_ERR_IO;
+        if (found == LF_CACHE_BAD || (found == LF_CACHE_FOUND && st != LF_OK)) ctx->cache_rejected++;
         free(bin);
         if (st == LF_OK) {
             ctx->cache_hits++;

@@ -13,6 +13,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -311,9 +312,26 @@ static lf_status read_header(lf_st_file *f, const cJSON *root, const uint8_t *da
 
 static bool json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
+/* torch.save writes a zip archive (a local file header first) or, before
+ * PyTorch 1.6, a pickle stream (protocol 2 to 5). Either reads as an absurd
+ * header length; a real safetensors header would start with '{' at byte 8. */
+static const char *pytorch_kind(const uint8_t *b, size_t size)
+{
+    if (size > 8 && b[8] == '{') return NULL;
+    if (size >= 4 && memcmp(b, "PK\x03\x04", 4) == 0) return "zip";
+    if (size >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5) return "pickle";
+    return NULL;
+}
+
 /* Parses f->bytes into f; on failure the caller frees what was filled. */
 static lf_status parse(lf_st_file *f, char *msg, size_t msg_size)
 {
+    const char *torch = pytorch_kind(f->bytes, f->size);
+    if (torch)
+        return FAIL(LF_ERR_FORMAT,
+                    "file is a PyTorch %s checkpoint, not a safetensors file; convert it with "
+                    "safetensors.torch.save_file(torch.load(F), \"model.safetensors\")",
+                    torch);
     if (f->size < 8)
         return FAIL(LF_ERR_FORMAT, "file is %zu bytes, shorter than the 8-byte header length", f->size);
     uint64_t n = ld64(f->bytes);
@@ -368,38 +386,76 @@ lf_status lf_st_parse(uint8_t *bytes, size_t size, lf_st_file *out, char *msg, s
     return st;
 }
 
+/* What a path names when it is not a regular file, for messages. */
+static const char *file_kind(mode_t mode)
+{
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "not a regular file";
+}
+
+/* Reads the whole of `fd` (a regular file of `size` bytes) into a new buffer. */
+static lf_status read_all(int fd, const char *path, size_t size, uint8_t **out, char *msg, size_t msg_size)
+{
+    uint8_t *bytes = malloc(size ? size : 1);
+    if (!bytes) return FAIL(LF_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes for \"%s\"", size, path);
+    size_t done = 0;
+    while (done < size) {
+        ssize_t n = read(fd, bytes + done, size - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            free(bytes);
+            return FAIL(LF_ERR_IO, "cannot read \"%s\": %s", path,
+                        n < 0 ? strerror(errno) : "the file shrank while being read");
+        }
+        done += (size_t)n;
+    }
+    *out = bytes;
+    return LF_OK;
+}
+
+/* Opens without blocking (a FIFO with no writer would wait forever in a
+ * plain open) and refuses anything but a regular file. */
+static lf_status open_regular(const char *path, int *fd, size_t *size, char *msg, size_t msg_size)
+{
+    *fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (*fd < 0) return FAIL(LF_ERR_IO, "cannot open \"%s\": %s", path, strerror(errno));
+    struct stat sb;
+    lf_status st = LF_OK;
+    if (fstat(*fd, &sb) != 0)
+        st = FAIL(LF_ERR_IO, "cannot stat \"%s\": %s", path, strerror(errno));
+    else if (!S_ISREG(sb.st_mode))
+        st = FAIL(LF_ERR_IO, "\"%s\" is not a regular file: it is %s", path, file_kind(sb.st_mode));
+    else if ((uintmax_t)sb.st_size > SIZE_MAX)
+        st = FAIL(LF_ERR_OUT_OF_MEMORY, "\"%s\" does not fit in memory", path);
+    if (st != LF_OK) {
+        close(*fd);
+        *fd = -1;
+        return st;
+    }
+    *size = (size_t)sb.st_size;
+    return LF_OK;
+}
+
 lf_status lf_st_open(const char *path, lf_st_file *out, char *msg, size_t msg_size)
 {
     if (!out) return FAIL(LF_ERR_ARGUMENT, "lf_st_open: out is NULL");
     memset(out, 0, sizeof *out);
     if (!path) return FAIL(LF_ERR_ARGUMENT, "lf_st_open: path is NULL");
 
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return FAIL(LF_ERR_IO, "cannot open \"%s\": %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fileno(fp), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        fclose(fp);
-        return FAIL(LF_ERR_IO, "\"%s\" is not a regular file", path);
-    }
-    if ((uintmax_t)sb.st_size > SIZE_MAX) {
-        fclose(fp);
-        return FAIL(LF_ERR_OUT_OF_MEMORY, "\"%s\" does not fit in memory", path);
-    }
-    size_t size = (size_t)sb.st_size;
-    uint8_t *bytes = malloc(size ? size : 1);
-    if (!bytes) {
-        fclose(fp);
-        return FAIL(LF_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes for \"%s\"", size, path);
-    }
-    bool read_ok = fread(bytes, 1, size, fp) == size;
-    const char *why = ferror(fp) ? strerror(errno) : "the file shrank while being read";
-    fclose(fp);
-    if (!read_ok) {
-        free(bytes);
-        return FAIL(LF_ERR_IO, "cannot read \"%s\": %s", path, why);
-    }
+    int fd;
+    size_t size = 0;
+    uint8_t *bytes = NULL;
+    lf_status st = open_regular(path, &fd, &size, msg, msg_size);
+    if (st != LF_OK) return st;
+    st = read_all(fd, path, size, &bytes, msg, msg_size);
+    close(fd);
+    if (st != LF_OK) return st;
 
-    lf_status st = lf_st_parse(bytes, size, out, msg, msg_size);
+    st = lf_st_parse(bytes, size, out, msg, msg_size);
     /* Put the path in front of what the parser said. */
     char *inner = st != LF_OK && msg && msg_size ? strdup(msg) : NULL;
     if (inner) FAIL(st, "%s: %s", path, inner);

@@ -101,6 +101,7 @@ typedef struct {
     lf_device_type type;
     char platform_name[128];
     char platform_version[128];
+    char platform_vendor[128]; /* e.g. "The pocl project" */
     char device_name[128];
     char vendor[128];
     char driver_version[128];
@@ -123,13 +124,23 @@ LF_API lf_status lf_devices_list(lf_device_info *out, size_t capacity, size_t *c
 
 /*
  * Chooses a device from a list; a pure function that touches no device.
- * selector: NULL or "" = the default (first GPU, else first accelerator, else
- * first CPU, else the first device); "gpu", "cpu", "accelerator" = the first of
- * that type; "P:D" = platform P, device D; anything else = the first device whose
- * platform or device name contains it, case-insensitively, and "NAME:D" the D-th
- * such device (from 0), e.g. "nvidia", "pocl:0". Leading and trailing
- * blanks are ignored. An unmatched selector gives LF_ERR_NO_DEVICE and a message
- * in errbuf that quotes the selector and lists the devices.
+ * Leading and trailing blanks of the selector are ignored; texts match
+ * case-insensitively, as substrings.
+ *   NULL or ""     the default: the first GPU, else the first accelerator, else
+ *                  the first CPU, else the first device
+ *   "gpu", "cpu", "accelerator"   the first device of that type
+ *   "P"            P all digits: the first device of platform P ("0")
+ *   "NAME"         the first device whose platform name, platform vendor or
+ *                  device name contains NAME ("nvidia"; "pocl" matches PoCL's
+ *                  vendor "The pocl project")
+ *   "P:D"          PyOpenCL's form, each part an index or a text: P picks the
+ *                  platform (index) or the devices NAME would; D is then the
+ *                  device index on platform P ("0:1"), the D-th device that P
+ *                  matches, from 0 ("pocl:0", "nvidia:1"), or the first of
+ *                  them whose device name contains D ("nvidia:a100")
+ * A selector holding a colon that matches nothing as "P:D" is tried whole as a
+ * NAME. An unmatched selector gives LF_ERR_NO_DEVICE and a message in errbuf
+ * that quotes the selector and lists the devices.
  */
 LF_API lf_status lf_devices_select(const char *selector, const lf_device_info *devices,
                                    size_t count, size_t *index, char *errbuf,

@@ -518,3 +518,46 @@ Test(gemm, too_small_c_is_a_blas_error)
     lf__release(&b);
     lf__release(&c);
 }
+
+/* ---- Per-stage profile of a forward ---- */
+
+Test(profile, size_query_gives_the_real_stage_count, .timeout = 600)
+{
+    lf_context *ctx = lf_test_context();
+    lf_attention_config cfg;
+    lf_attention_config_init(&cfg, 32, 4, 64, 8);
+    cfg.path = LF_PATH_GEMM; /* the most stages: GEMMs, projections, softmax */
+    lf_attention *layer = NULL;
+    cr_assert_eq(lf_attention_create(ctx, &cfg, NULL, &layer), LF_OK, "%s", lf_context_last_error(ctx));
+    cr_assert_eq(lf_attention_init_random(layer, 7), LF_OK);
+    size_t count = 99;
+    cr_assert_eq(lf_attention_last_profile(layer, NULL, 0, &count), LF_ERR_STATE, "no forward yet");
+
+    float *x = calloc(2 * 64 * 32, sizeof *x), *y = calloc(2 * 64 * 32, sizeof *y);
+    cr_assert(x && y);
+    uint64_t seed = lf_test_seed();
+    lf_test_fill(x, 2 * 64 * 32, &seed, -1.0f, 1.0f);
+    cr_assert_eq(lf_attention_forward(layer, x, y, 2, 64, NULL), LF_OK, "%s", lf_context_last_error(ctx));
+
+    lf_stage_time all[64];
+    size_t total = 0;
+    cr_assert_eq(lf_attention_last_profile(layer, all, 64, &total), LF_OK, "%s", lf_context_last_error(ctx));
+    cr_assert_geq(total, 3, "a GEMM-path forward has several stages, got %zu", total);
+    cr_assert_eq(lf_attention_last_profile(layer, NULL, 0, &count), LF_OK);
+    cr_assert_eq(count, total, "the size query says %zu, the full list holds %zu", count, total);
+
+    /* A short array gets the first stages, the same as the full list, and no more. */
+    lf_stage_time two[3];
+    memset(two, 0, sizeof two);
+    cr_assert_eq(lf_attention_last_profile(layer, two, 2, &count), LF_OK);
+    cr_assert_eq(count, total);
+    for (int i = 0; i < 2; i++) {
+        cr_assert_str_eq(two[i].stage, all[i].stage);
+        cr_assert_eq(two[i].commands, all[i].commands, "%s", all[i].stage);
+    }
+    cr_assert(two[2].stage == NULL && two[2].commands == 0, "nothing written past capacity");
+    free(x);
+    free(y);
+    lf_attention_free(layer);
+    lf_context_free(ctx);
+}

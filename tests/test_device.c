@@ -37,6 +37,10 @@ static void mixed_init(void)
     mixed[2] = dev(1, 1, LF_DEVICE_GPU, "NVIDIA CUDA", "NVIDIA A100-SXM4-80GB");
     mixed[3] = dev(2, 0, LF_DEVICE_ACCELERATOR, "Intel(R) FPGA SDK for OpenCL(TM)", "Arria 10 board");
     mixed[4] = dev(2, 1, LF_DEVICE_OTHER, "Intel(R) FPGA SDK for OpenCL(TM)", "custom thing");
+    static const char *vendors[] = {"The pocl project", "NVIDIA Corporation", "NVIDIA Corporation",
+                                    "Intel(R) Corporation", "Intel(R) Corporation"};
+    for (int i = 0; i < 5; i++)
+        snprintf(mixed[i].platform_vendor, sizeof mixed[i].platform_vendor, "%s", vendors[i]);
 }
 
 TestSuite(select, .init = mixed_init);
@@ -165,6 +169,55 @@ Test(select, name_with_match_index)
     expect_no_match("radeon:0", "radeon:0", mixed, n_mixed);
 }
 
+Test(select, platform_vendor)
+{
+    cr_expect_eq(pick("pocl", mixed, n_mixed), 0, "PoCL's vendor is \"The pocl project\"");
+    cr_expect_eq(pick("PoCL", mixed, n_mixed), 0);
+    cr_expect_eq(pick("the pocl project", mixed, n_mixed), 0);
+    cr_expect_eq(pick("pocl:0", mixed, n_mixed), 0);
+    cr_expect_eq(pick("corporation", mixed, n_mixed), 1, "the first device whose vendor matches");
+    cr_expect_eq(pick("intel(r) corporation:1", mixed, n_mixed), 4);
+    expect_no_match("pocl:1", "pocl:1", mixed, n_mixed);
+    expect_no_match("radeon", "radeon", mixed, n_mixed);
+}
+
+Test(select, bare_platform_index)
+{
+    cr_expect_eq(pick("0", mixed, n_mixed), 0);
+    cr_expect_eq(pick("1", mixed, n_mixed), 1, "the first device of platform 1");
+    cr_expect_eq(pick(" 2 ", mixed, n_mixed), 3);
+    lf_device_info shuffled[] = {mixed[4], mixed[2], mixed[3], mixed[1]};
+    cr_expect_eq(pick("2", shuffled, 4), 0, "the first in list order");
+    cr_expect_eq(pick("1", shuffled, 4), 1);
+    /* A number is an index, not a name: "100" does not find the A100. */
+    expect_no_match("3", "3", mixed, n_mixed);
+    expect_no_match("100", "100", mixed, n_mixed);
+}
+
+Test(select, pyopencl_pairs_of_index_or_text)
+{
+    cr_expect_eq(pick("1:a100", mixed, n_mixed), 2, "platform index, device name");
+    cr_expect_eq(pick("nvidia:RTX", mixed, n_mixed), 1, "platform name, device name");
+    cr_expect_eq(pick("cuda:a100", mixed, n_mixed), 2);
+    cr_expect_eq(pick("2:custom", mixed, n_mixed), 4);
+    cr_expect_eq(pick("pocl:epyc", mixed, n_mixed), 0, "platform vendor, device name");
+    cr_expect_eq(pick("fpga:1", mixed, n_mixed), 4);
+    expect_no_match("0:a100", "0:a100", mixed, n_mixed);
+    expect_no_match("nvidia:arria", "nvidia:arria", mixed, n_mixed);
+    expect_no_match("pocl:nvidia", "pocl:nvidia", mixed, n_mixed);
+}
+
+Test(select, name_with_a_colon_is_tried_whole)
+{
+    /* ROCm names devices like "gfx90a:sramecc+:xnack-". */
+    lf_device_info list[] = {mixed[0], dev(3, 0, LF_DEVICE_GPU, "AMD Accelerated Parallel Processing", "board:2"),
+                             dev(3, 1, LF_DEVICE_GPU, "AMD Accelerated Parallel Processing", "gfx90a:sramecc+:xnack-")};
+    cr_expect_eq(pick("board:2", list, 3), 1, "no third \"board\": the whole text is the name");
+    cr_expect_eq(pick("gfx90a:sramecc+:xnack-", list, 3), 2);
+    cr_expect_eq(pick("sramecc+:xnack", list, 3), 2);
+    cr_expect_eq(pick("parallel processing:1", list, 3), 2);
+}
+
 Test(select, empty_list)
 {
     char msg[512] = "";
@@ -259,6 +312,7 @@ Test(devices, list_is_sane)
         const lf_device_info *d = &devs[i];
         cr_expect_gt(strlen(d->device_name), 0, "device %zu has no name", i);
         cr_expect_gt(strlen(d->platform_name), 0, "device %zu has no platform name", i);
+        cr_expect_gt(strlen(d->platform_vendor), 0, "device %zu has no platform vendor", i);
         cr_expect_gt(d->global_mem_bytes, 0, "%s: no global memory", d->device_name);
         cr_expect_gt(d->max_alloc_bytes, 0, "%s: no max allocation", d->device_name);
         cr_expect_leq(d->max_alloc_bytes, d->global_mem_bytes, "%s", d->device_name);
@@ -425,6 +479,28 @@ Test(tool, devices_with_a_selector)
         cr_expect_eq(rc, 0, "exit %d:\n%s", rc, tool_log);
         cr_expect_neq(strstr(tool_log, "picks"), NULL, "%s", tool_log);
     }
+    free(devs);
+}
+
+/* The selector the header documents, on this machine's PoCL. */
+Test(tool, devices_pocl_selector)
+{
+    unsetenv("LINFORMER_DEVICE");
+    size_t count = 0, want = 0;
+    lf_device_info *devs = real_list(&count);
+    bool pocl = false;
+    for (size_t i = 0; i < count && !pocl; i++)
+        if (strstr(devs[i].platform_vendor, "pocl")) pocl = true, want = i;
+    if (!pocl) {
+        free(devs);
+        cr_skip_test("no PoCL platform here");
+    }
+    size_t got = 99;
+    cr_expect_eq(lf_devices_select("pocl", devs, count, &got, NULL, 0), LF_OK);
+    cr_expect_eq(got, want);
+    int rc = lf_test_system("'" LF_TOOL_PATH "' devices --device pocl", tool_log, sizeof tool_log);
+    cr_expect_eq(rc, 0, "exit %d:\n%s", rc, tool_log);
+    cr_expect_neq(strstr(tool_log, devs[want].device_name), NULL, "%s", tool_log);
     free(devs);
 }
 

@@ -6,7 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -76,6 +80,14 @@ static long file_size(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+    fputs(text, f);
+    cr_assert_eq(fclose(f), 0);
 }
 
 /* Runs softmax_rows from `k` on a fresh random matrix and checks it numerically:
@@ -237,6 +249,114 @@ Test(cache, garbage_entry_is_rebuilt)
     after_damage(entry);
 }
 
+/* A FIFO at the entry path: a plain open() would wait for a writer forever. */
+Test(cache, fifo_at_entry_is_rebuilt_without_waiting, .timeout = 120)
+{
+    char entry[1024];
+    prime(entry, sizeof entry);
+    cr_assert_eq(unlink(entry), 0);
+    cr_assert_eq(mkfifo(entry, 0600), 0, "mkfifo: %s", strerror(errno));
+    cl_kernel k = NULL;
+    lf_context *ctx = build_softmax(0, 1, &k);
+    cr_expect_eq(ctx->cache_rejected, 1, "the FIFO is a bad entry");
+    check_softmax(ctx, k);
+    lf_context_free(ctx);
+    struct stat st;
+    cr_assert_eq(lstat(entry, &st), 0);
+    cr_expect(S_ISREG(st.st_mode), "the FIFO was not replaced by an entry");
+    ctx = build_softmax(1, 0, &k); /* the entry written in its place is used */
+    check_softmax(ctx, k);
+    lf_context_free(ctx);
+}
+
+/* A symbolic link at the entry path is not followed, even to a valid entry,
+ * and is replaced by an entry of its own, leaving its target alone. */
+Test(cache, symlink_at_entry_is_not_followed)
+{
+    char entry[1024], target[1100];
+    prime(entry, sizeof entry);
+    snprintf(target, sizeof target, "%s/elsewhere", tmpdir);
+    cr_assert_eq(mkdir(target, 0700), 0);
+    strcat(target, "/copy");
+    cr_assert_eq(rename(entry, target), 0);
+    long size = file_size(target);
+    cr_assert_eq(symlink(target, entry), 0, "symlink: %s", strerror(errno));
+    cl_kernel k = NULL;
+    lf_context *ctx = build_softmax(0, 1, &k);
+    cr_expect_eq(ctx->cache_rejected, 1);
+    check_softmax(ctx, k);
+    lf_context_free(ctx);
+    struct stat st;
+    cr_assert_eq(lstat(entry, &st), 0);
+    cr_expect(S_ISREG(st.st_mode), "the link was not replaced by an entry");
+    cr_expect_eq(file_size(target), size, "the link's target was changed");
+}
+
+/* A link planted where the writer would put its temporary (the name that
+ * process id and thread made predictable) must not be written through. */
+Test(cache, planted_link_at_temporary_is_not_written_through)
+{
+    char entry[1024], victim[600], planted[1300];
+    prime(entry, sizeof entry);
+    cr_assert_eq(unlink(entry), 0);
+    snprintf(victim, sizeof victim, "%s/victim", tmpdir);
+    cr_assert_eq(mkdir(victim, 0700), 0);
+    strcat(victim, "/file");
+    write_text(victim, "precious");
+    snprintf(planted, sizeof planted, "%s.tmp.%ld.%lx", entry, (long)getpid(), (unsigned long)pthread_self());
+    cr_assert_eq(symlink(victim, planted), 0);
+    cl_kernel k = NULL;
+    lf_context *ctx = build_softmax(0, 1, &k);
+    lf_context_free(ctx);
+    char text[64] = "";
+    FILE *f = fopen(victim, "rb");
+    cr_assert_not_null(f);
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = 0;
+    cr_expect_str_eq(text, "precious", "the cache wrote through a planted link");
+    struct stat st;
+    cr_expect(lstat(entry, &st) == 0 && S_ISREG(st.st_mode), "no entry was written");
+    unlink(planted);
+}
+
+/* The pid of a process that has exited and been reaped. */
+static pid_t dead_pid(void)
+{
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) _exit(0);
+    cr_assert_eq(waitpid(pid, NULL, 0), pid);
+    return pid;
+}
+
+/* Opening the folder removes what writers that died (or hang) left behind,
+ * and nothing else. */
+Test(cache, stale_temporaries_are_removed)
+{
+    char entry[1024];
+    prime(entry, sizeof entry);
+    char dead[1200], old[1200], live[1200], other[1200];
+    snprintf(dead, sizeof dead, "%s.tmp.%ld.a1b2c3", entry, (long)dead_pid());
+    snprintf(old, sizeof old, "%s.tmp.%ld.d4e5f6", entry, (long)getppid()); /* alive, but an hour old */
+    snprintf(live, sizeof live, "%s.tmp.%ld.g7h8i9", entry, (long)getppid());
+    snprintf(other, sizeof other, "%s/notes.tmp.1.txt", tmpdir);
+    const char *all[] = {dead, old, live, other};
+    for (int i = 0; i < 4; i++) write_text(all[i], "LFKCACHE1");
+    struct timespec hour_ago[2] = {{time(NULL) - 3600, 0}, {time(NULL) - 3600, 0}};
+    cr_assert_eq(utimensat(AT_FDCWD, old, hour_ago, 0), 0);
+
+    cl_kernel k = NULL;
+    lf_context *ctx = build_softmax(1, 0, &k);
+    lf_context_free(ctx);
+    struct stat st;
+    cr_expect_neq(lstat(dead, &st), 0, "the temporary of a dead writer is still there");
+    cr_expect_neq(lstat(old, &st), 0, "an hour-old temporary is still there");
+    cr_expect_eq(lstat(live, &st), 0, "a live writer's temporary was removed");
+    cr_expect_eq(lstat(other, &st), 0, "a file that is no temporary was removed");
+    cr_expect_eq(lstat(entry, &st), 0, "the entry was removed");
+}
+
 Test(cache, off_writes_nothing)
 {
     setenv("LINFORMER_CACHE_DIR", "off", 1);
@@ -277,14 +397,6 @@ Test(cache, default_folder_under_xdg_cache_home)
 }
 
 /* ---- Build errors and LINFORMER_KERNEL_DIR ---- */
-
-static void write_text(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
-    fputs(text, f);
-    cr_assert_eq(fclose(f), 0);
-}
 
 Test(build, compile_error_gives_the_log)
 {
@@ -353,6 +465,23 @@ Test(build, kernel_dir_sources_are_used)
     lf__release(&buf);
     for (int i = 0; i < 4; i++) cr_expect_eq(out[i], 42.0f, "out[%d] = %g", i, out[i]);
     lf_context_free(ctx);
+}
+
+Test(build, fifo_source_is_refused_without_waiting, .timeout = 60)
+{
+    setenv("LINFORMER_CACHE_DIR", "off", 1);
+    char path[512];
+    snprintf(path, sizeof path, "%s/softmax.cl", tmpdir);
+    cr_assert_eq(mkfifo(path, 0600), 0);
+    setenv("LINFORMER_KERNEL_DIR", tmpdir, 1);
+    lf_context *ctx = lf_test_context();
+    cl_kernel k = NULL;
+    lf_status st = lf__kernel(ctx, SOFTMAX_FILE, "", SOFTMAX_NAME, &k);
+    const char *msg = lf_context_last_error(ctx);
+    cr_expect_eq(st, LF_ERR_IO, "got %s: %s", lf_status_string(st), msg);
+    cr_expect(strstr(msg, path) && strstr(msg, "not a regular file"), "%s", msg);
+    lf_context_free(ctx);
+    unsetenv("LINFORMER_KERNEL_DIR");
 }
 
 Test(build, unknown_kernel_name)

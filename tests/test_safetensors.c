@@ -165,6 +165,44 @@ Test(safetensors_bad, header_length_absurd)
     expect_format_raw(b, size, "header length 200000000", "limit");
 }
 
+/* A PyTorch checkpoint: torch.save's zip archive (a local file header, its
+ * first entry "archive/data.pkl") or the legacy pickle stream (protocol 2,
+ * starting with torch's magic number; protocols up to 5 exist). */
+static void expect_pytorch(const char *head, size_t len, const char *kind)
+{
+    uint8_t *b = malloc(len);
+    cr_assert(b != NULL);
+    memcpy(b, head, len);
+    expect_format_raw(b, len, kind, "not a safetensors file; convert it with safetensors.torch.save_file(torch.load(");
+}
+
+Test(safetensors_bad, pytorch_checkpoints_are_named)
+{
+    static const char zip[] = "PK\x03\x04\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\x10\0\0\0archive/data.pkl";
+    expect_pytorch(zip, sizeof zip - 1, "a PyTorch zip checkpoint");
+    static const char legacy[] = "\x80\x02\x8a\x0al\xfc\x9c\x46\xf9 j\xa8P\x19.\x80\x02M\xe9\x03.";
+    expect_pytorch(legacy, sizeof legacy - 1, "a PyTorch pickle checkpoint");
+    static const char proto5[] = "\x80\x05\x95\x10\0\0\0\0\0\0\0}\x94\x8c\x01w\x94K\x01s.";
+    expect_pytorch(proto5, sizeof proto5 - 1, "a PyTorch pickle checkpoint");
+}
+
+Test(safetensors_parse, header_length_like_a_magic_number_is_still_safetensors)
+{
+    /* A length whose low bytes read "\x80\x02" is a (big) safetensors header
+     * when the JSON follows: the magic alone does not decide. */
+    char header[0x280 + 1];
+    memset(header, ' ', 0x280);
+    memcpy(header, "{}", 2);
+    header[0x280] = 0;
+    size_t size;
+    uint8_t *b = make_raw(0x280, header, NULL, 0, &size);
+    cr_assert(b[0] == 0x80 && b[1] == 0x02);
+    lf_st_file f;
+    char msg[256] = "";
+    cr_assert_eq(lf_st_parse(b, size, &f, msg, sizeof msg), LF_OK, "%s", msg);
+    lf_st_close(&f);
+}
+
 Test(safetensors_bad, json_malformed)
 {
     expect_format("{\"to_q.weight\":{\"dtype\":\"F32\",\"shape\":[4,8}}", 128, "not valid JSON", NULL);
@@ -782,6 +820,21 @@ Test(safetensors_file, open_directory)
     lf_st_file f;
     cr_assert_eq(lf_st_open(dir, &f, msg, sizeof msg), LF_ERR_IO);
     cr_assert(strstr(msg, dir) != NULL && strstr(msg, "not a regular file"), "%s", msg);
+}
+
+/* A FIFO with no writer would block a plain open() forever. */
+Test(safetensors_file, open_fifo_and_device_refused_without_waiting, .timeout = 20)
+{
+    char path[128], msg[512] = "";
+    snprintf(path, sizeof path, "%s/fifo.safetensors", dir);
+    cr_assert_eq(mkfifo(path, 0600), 0);
+    lf_st_file f;
+    cr_assert_eq(lf_st_open(path, &f, msg, sizeof msg), LF_ERR_IO, "%s", msg);
+    cr_assert(strstr(msg, path) && strstr(msg, "not a regular file"), "%s", msg);
+    cr_assert(strstr(msg, "FIFO"), "the message says what it is: %s", msg);
+    assert_zeroed(&f);
+    cr_assert_eq(lf_st_open("/dev/null", &f, msg, sizeof msg), LF_ERR_IO, "%s", msg);
+    cr_assert(strstr(msg, "/dev/null") && strstr(msg, "character device"), "%s", msg);
 }
 
 Test(safetensors_file, open_malformed_file_names_path_and_tensor)

@@ -11,26 +11,38 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "linformer.h"
 
-static char dir[64], path[128];
+static char dir[64], path[128], fifo[128];
 
 static void make_dir(void)
 {
     strcpy(dir, "/tmp/lf_tf_test_XXXXXX");
     cr_assert(mkdtemp(dir) != NULL);
     snprintf(path, sizeof path, "%s/t.safetensors", dir);
+    snprintf(fifo, sizeof fifo, "%s/fifo.safetensors", dir);
 }
 
 static void remove_dir(void)
 {
     remove(path);
+    remove(fifo);
     rmdir(dir);
 }
 
 TestSuite(tensor_file, .init = make_dir, .fini = remove_dir);
+
+/* Writes `path` holding exactly these bytes. */
+static void write_raw(const void *bytes, size_t size)
+{
+    FILE *fp = fopen(path, "wb");
+    cr_assert(fp != NULL);
+    cr_assert_eq(fwrite(bytes, 1, size, fp), size);
+    cr_assert_eq(fclose(fp), 0);
+}
 
 /* Writes `path`: the 8-byte little-endian length of `header`, it, then data. */
 static void write_file(const char *header, const uint8_t *data, size_t data_size)
@@ -188,13 +200,18 @@ static void expect_open_error(const char *p, lf_status status, const char *want)
     cr_assert(strstr(msg, want) != NULL, "message \"%s\" lacks \"%s\"", msg, want);
 }
 
-Test(tensor_file, open_refuses_what_is_not_a_tensor_file)
+Test(tensor_file, open_refuses_what_is_not_a_tensor_file, .timeout = 20)
 {
     expect_open_error(path, LF_ERR_IO, "cannot open"); /* not written yet */
     expect_open_error(dir, LF_ERR_IO, "not a regular file");
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    expect_open_error(fifo, LF_ERR_IO, "not a regular file"); /* at once: the test has a timeout */
     expect_open_error(NULL, LF_ERR_ARGUMENT, "path is NULL");
     write_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,8]}}", DATA, 8);
     expect_open_error(path, LF_ERR_FORMAT, "tensor \"a\": data_offsets [0, 8] hold 8 bytes");
+    static const char legacy[] = "\x80\x02\x8a\x0al\xfc\x9c\x46\xf9 j\xa8P\x19."; /* torch.save's magic */
+    write_raw(legacy, sizeof legacy - 1);
+    expect_open_error(path, LF_ERR_FORMAT, "PyTorch pickle checkpoint, not a safetensors file");
     char msg[64];
     cr_assert_eq(lf_tensor_file_open(path, NULL, msg, sizeof msg), LF_ERR_ARGUMENT);
     cr_assert_eq(lf_tensor_file_open(path, NULL, NULL, 0), LF_ERR_ARGUMENT, "errbuf may be NULL");
