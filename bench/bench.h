@@ -10,8 +10,9 @@
 typedef enum { BENCH_OK = 0, BENCH_OOM } bench_status;
 
 /* One row of the results: a device, a mode and a shape. Measurements that were
- * not taken are NAN (times of an OOM point, rel_err where the reference is too
- * costly, vs_exact when no exact mode ran, xdev on the first device). */
+ * not taken are NAN (times of an OOM point, vs_exact when there is nothing to
+ * compare with, xdev on the first device); counts not known are 0 (a layer that
+ * could not even be created). */
 typedef struct {
     char device[16];       /* "P:D" selector of the device */
     char device_name[128];
@@ -20,12 +21,12 @@ typedef struct {
     int batch, heads, d_model;
     double ms_median, ms_min, ms_max;
     double gflops;         /* matmul flops / median time */
-    uint64_t flops;        /* matmul flops of one forward (bench_count.h) */
+    uint64_t flops;        /* matmul flops of one forward (bench_count.h), of the layer as resolved */
     uint64_t softmax_flops;
     uint64_t bytes_moved;  /* estimate, see bench_count.h */
     uint64_t device_bytes; /* layer weights + workspace (lf_attention_device_bytes) */
-    double rel_err;        /* ||y - ref|| / ||ref|| against the double-precision reference */
-    double vs_exact;       /* Linformer only: ||y - y_exact|| / ||y_exact||, exact = flash or dense */
+    double vs_exact;       /* ||y - y_exact|| / ||y_exact||: flash against dense, Linformer against
+                              flash (else dense); NAN for dense */
     double xdev;           /* ||y - y_first|| / ||y_first||, y_first from the first device */
     bench_status status;
 } bench_row;

@@ -1,23 +1,25 @@
 /* bench_options.c - parsing and checking the options of `linformer bench`. */
 #include "bench_options.h"
 
-#include <errno.h>
-#include <limits.h>
+#include "cli.h"
+
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Defaults; --quick swaps in the second set for every option not given. */
+/* The three sweeps: the default one (README's figures) lasts about two minutes on a 2-core CPU;
+ * --quick keeps the README's layer (d_model 512, 8 heads) on shorter sequences;
+ * --full runs the README's whole sweep (to 65536 when every device is a GPU). */
 typedef struct {
     int n_first, n_last, k[2], d_model, heads, repeat;
 } bench_defaults;
 
-static const bench_defaults full = {512, 16384, {128, 256}, 512, 8, 5};
-static const bench_defaults quick = {256, 4096, {64, 128}, 256, 4, 3}; /* ~40 s on 2 CPU cores */
+static const bench_defaults sweep_default = {512, 4096, {128, 256}, 512, 8, 5};
+static const bench_defaults sweep_quick = {512, 2048, {128, 256}, 512, 8, 3};
+static const bench_defaults sweep_full = {512, 16384, {128, 256}, 512, 8, 5};
 
-#define DEFAULT_N_LAST_GPU 65536
+#define FULL_N_LAST_GPU 65536
 #define DEFAULT_SEED 20200608u /* the paper's arXiv date: any fixed value will do */
-#define DEFAULT_REF_LIMIT 2e8
 
 void bench_usage(FILE *out)
 {
@@ -30,35 +32,43 @@ void bench_usage(FILE *out)
             "Table 3 figures (Wang et al. 2020) for the same n and k.\n"
             "Linformer rows use random (Johnson-Lindenstrauss) projections shared by the heads.\n\n"
             "options:\n"
-            "  --n LIST          sequence lengths: a comma list (512,1024) or A..B doubling\n"
-            "                    (default 512..16384 on a CPU, 512..65536 when every device is a GPU)\n"
-            "  --k LIST          compressed lengths of the Linformer rows (default 128,256)\n"
-            "  --d-model D       model width (default 512)\n"
-            "  --heads H         attention heads, dividing D (default 8)\n"
-            "  --batch B         sequences per forward (default 1)\n"
+            "  --n LIST          sequence lengths, each 1 to %d: a comma list (512,1024) or A..B\n"
+            "                    doubling (default 512..4096; --full: 512..16384 on a CPU,\n"
+            "                    512..65536 when every device is a GPU)\n"
+            "  --k LIST          compressed lengths of the Linformer rows, each 1 to %d (default 128,256)\n"
+            "  --d-model D       model width, 1 to %d (default 512)\n"
+            "  --heads H         attention heads, 1 to %d, dividing D (default 8)\n"
+            "  --batch B         sequences per forward, 1 to %d (default 1)\n"
             "  --modes LIST      any of linformer,dense,flash, or all (default all)\n"
-            "  --repeat R        timed forwards per point; median, min and max are reported (default 5)\n"
-            "  --warmup W        untimed forwards before them (default 1)\n"
-            "  --seed S          seed of weights, input and projections (default %u)\n"
-            "  --ref-limit X     check against the double-precision reference where\n"
-            "                    batch*heads*n*n*d_head <= X (default %.0e; 0 = never)\n"
-            "  --quick           a sweep of about a minute: n 256..4096, k 64,128, d-model 256, heads 4,\n"
-            "                    repeat 3 (options given explicitly still apply)\n"
+            "  --repeat R        timed forwards per point, 1 to %d; median, min and max are reported\n"
+            "                    (default 5; --quick: 3)\n"
+            "  --warmup W        untimed forwards before them, 0 to %d (default 1)\n"
+            "  --seed S          seed of weights, input and projections, 0 to 2^64-1 (default %u)\n"
+            "  --quick           n 512..2048, repeat 3: about 20 s on 2 CPU cores\n"
+            "  --full            the whole sweep of README: n to 16384 (65536 on GPUs), repeat 5;\n"
+            "                    tens of minutes on a CPU\n"
             "  --device SEL      the device (see `linformer devices --help`), or `all`: the same\n"
             "                    workload on every device, side by side, with the outputs'\n"
             "                    agreement with the first device (xdev)\n"
             "  --csv FILE        one row per device, mode, n and k\n"
             "  --json FILE       the options, the devices and the same rows\n"
-            "  --plot FILE.png   time and device memory against n (log-log), drawn by gnuplot from\n"
-            "                    FILE.png.dat with the script FILE.png.gp (both kept, to redraw by hand)\n"
+            "  --plot FILE       time and device memory against n (log-log), drawn by gnuplot into\n"
+            "                    FILE.png, .svg or .pdf (by its extension), from FILE.dat with the\n"
+            "                    script FILE.gp (both kept, to redraw by hand)\n"
             "  -h, --help        this text\n\n"
-            "Columns: rel_err = ||y - ref|| / ||ref|| against the double-precision reference;\n"
-            "vs_exact = Linformer's deviation from exact attention (the flash, else dense, output\n"
-            "of the same weights and input; empty when neither ran); xdev = deviation from the\n"
-            "first device's output. A point that does not fit the device is reported as OOM.\n"
+            "Options given explicitly override those of --quick and --full; an option given twice\n"
+            "is an error. Output files are created before the first point and replaced atomically\n"
+            "when the sweep ends.\n"
+            "Columns: vs_exact = deviation ||y - y_exact|| / ||y_exact|| from exact attention of the\n"
+            "same weights and input: for Linformer, from flash (else dense): its approximation error\n"
+            "with random, untrained projections, large by design (a trained model's would be small);\n"
+            "for flash, from dense: the exact modes' agreement, which should be ~1e-6. xdev =\n"
+            "deviation from the first device's output. A point that does not fit the device is\n"
+            "reported as OOM.\n"
             "Ctrl-C stops after the forward in flight and still reports the points measured\n"
             "(exit status 130); a second Ctrl-C ends at once.\n",
-            DEFAULT_SEED, DEFAULT_REF_LIMIT);
+            BENCH_MAX_N, BENCH_MAX_N, BENCH_MAX_D_MODEL, BENCH_MAX_HEADS, BENCH_MAX_BATCH, BENCH_MAX_COUNT,
+            BENCH_MAX_COUNT, DEFAULT_SEED);
 }
 
 static int fail(char *err, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -71,35 +81,23 @@ static int fail(char *err, size_t size, const char *fmt, ...)
     return -1;
 }
 
-/* A whole decimal number in [lo, hi]. */
-static bool parse_int(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) return false;
-    *out = v;
-    return true;
-}
 
-/* "a,b,c" or "A..B" (doubling from A while <= B) of positive ints. */
+/* "a,b,c" or "A..B" (doubling from A while <= B) of integers in [1, BENCH_MAX_N]. */
 static int parse_int_list(const char *opt, const char *s, int *out, int *count, char *err, size_t size)
 {
     const char *dots = strstr(s, "..");
     *count = 0;
     if (dots) {
         char first[32];
-        long a, b;
-        size_t len = (size_t)(dots - s);
+        int a, b;
+        const size_t len = (size_t)(dots - s);
         if (len >= sizeof first) return fail(err, size, "%s: \"%s\" is not a range A..B", opt, s);
         memcpy(first, s, len);
         first[len] = 0;
-        if (!parse_int(first, 1, INT_MAX, &a) || !parse_int(dots + 2, 1, INT_MAX, &b) || b < a)
-            return fail(err, size, "%s: \"%s\" is not a range A..B of positive integers, A <= B", opt, s);
-        for (long v = a; v <= b; v *= 2) {
-            if (*count == BENCH_MAX_LIST) return fail(err, size, "%s: more than %d values", opt, BENCH_MAX_LIST);
-            out[(*count)++] = (int)v;
-        }
+        if (cli_int(opt, first, 1, BENCH_MAX_N, &a, err, size) || cli_int(opt, dots + 2, 1, BENCH_MAX_N, &b, err, size))
+            return -1;
+        if (b < a) return fail(err, size, "%s: \"%s\" is not a range A..B with A <= B", opt, s);
+        for (long v = a; v <= b; v *= 2) out[(*count)++] = (int)v; /* at most 25 doublings */
         return 0;
     }
     char buf[1024];
@@ -107,11 +105,8 @@ static int parse_int_list(const char *opt, const char *s, int *out, int *count, 
     strcpy(buf, s);
     char *save = NULL;
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        long v;
-        if (!parse_int(tok, 1, INT_MAX, &v))
-            return fail(err, size, "%s: \"%s\" is not a positive integer", opt, tok);
         if (*count == BENCH_MAX_LIST) return fail(err, size, "%s: more than %d values", opt, BENCH_MAX_LIST);
-        out[(*count)++] = (int)v;
+        if (cli_int(opt, tok, 1, BENCH_MAX_N, &out[(*count)++], err, size)) return -1;
     }
     if (*count == 0) return fail(err, size, "%s: the list is empty", opt);
     return 0;
@@ -139,107 +134,49 @@ static int parse_modes(const char *s, bool modes[3], char *err, size_t size)
     return 0;
 }
 
-/* Options that take a value; `set` records which were given so that --quick
- * (wherever it stands) only fills the others. */
-enum { O_N, O_K, O_D, O_H, O_B, O_MODES, O_REPEAT, O_WARMUP, O_SEED, O_REF, O_DEVICE, O_CSV, O_JSON, O_PLOT, O_COUNT };
-static const char *const names[O_COUNT] = {"--n", "--k", "--d-model", "--heads", "--batch", "--modes", "--repeat",
-                                           "--warmup", "--seed", "--ref-limit", "--device", "--csv", "--json", "--plot"};
+enum { O_N, O_K, O_D, O_H, O_B, O_MODES, O_REPEAT, O_WARMUP, O_SEED, O_DEVICE, O_CSV, O_JSON, O_PLOT, O_QUICK,
+       O_FULL, O_HELP, O_COUNT };
+static const cli_option options[O_COUNT] = {
+    {"n", true},      {"k", true},      {"d-model", true}, {"heads", true}, {"batch", true}, {"modes", true},
+    {"repeat", true}, {"warmup", true}, {"seed", true},    {"device", true}, {"csv", true},  {"json", true},
+    {"plot", true},   {"quick", false}, {"full", false},   {"help", false}};
 
-static int set_int(const char *opt, const char *v, long lo, int *out, char *err, size_t size)
+/* The numbers and lists; each absent one keeps the sweep's default. */
+static int apply_values(bench_options *o, const char *const v[O_COUNT], char *err, size_t size)
 {
-    long x;
-    if (!parse_int(v, lo, INT_MAX, &x))
-        return fail(err, size, "%s: \"%s\" is not an integer >= %ld", opt, v, lo);
-    *out = (int)x;
+    if ((v[O_N] && parse_int_list("--n", v[O_N], o->ns, &o->n_count, err, size)) ||
+        (v[O_K] && parse_int_list("--k", v[O_K], o->ks, &o->k_count, err, size)) ||
+        (v[O_D] && cli_int("--d-model", v[O_D], 1, BENCH_MAX_D_MODEL, &o->d_model, err, size)) ||
+        (v[O_H] && cli_int("--heads", v[O_H], 1, BENCH_MAX_HEADS, &o->heads, err, size)) ||
+        (v[O_B] && cli_int("--batch", v[O_B], 1, BENCH_MAX_BATCH, &o->batch, err, size)) ||
+        (v[O_MODES] && parse_modes(v[O_MODES], o->modes, err, size)) ||
+        (v[O_REPEAT] && cli_int("--repeat", v[O_REPEAT], 1, BENCH_MAX_COUNT, &o->repeat, err, size)) ||
+        (v[O_WARMUP] && cli_int("--warmup", v[O_WARMUP], 0, BENCH_MAX_COUNT, &o->warmup, err, size)) ||
+        (v[O_SEED] && cli_u64("--seed", v[O_SEED], &o->seed, err, size)))
+        return -1;
+    const char *empty = v[O_DEVICE] && !*v[O_DEVICE] ? NULL : v[O_CSV] && !*v[O_CSV] ? "--csv"
+                        : v[O_JSON] && !*v[O_JSON] ? "--json" : v[O_PLOT] && !*v[O_PLOT] ? "--plot" : NULL;
+    if (empty) return fail(err, size, "%s: the file name is empty", empty);
+    o->device = v[O_DEVICE], o->csv = v[O_CSV], o->json = v[O_JSON], o->plot = v[O_PLOT];
     return 0;
-}
-
-static int apply(bench_options *o, int id, const char *v, char *err, size_t size)
-{
-    const char *opt = names[id];
-    if (!*v && id != O_DEVICE) return fail(err, size, "%s: the value is empty", opt);
-    switch (id) {
-    case O_N: return parse_int_list(opt, v, o->ns, &o->n_count, err, size);
-    case O_K: return parse_int_list(opt, v, o->ks, &o->k_count, err, size);
-    case O_D: return set_int(opt, v, 1, &o->d_model, err, size);
-    case O_H: return set_int(opt, v, 1, &o->heads, err, size);
-    case O_B: return set_int(opt, v, 1, &o->batch, err, size);
-    case O_MODES: return parse_modes(v, o->modes, err, size);
-    case O_REPEAT: return set_int(opt, v, 1, &o->repeat, err, size);
-    case O_WARMUP: return set_int(opt, v, 0, &o->warmup, err, size);
-    case O_SEED: {
-        char *end;
-        errno = 0;
-        unsigned long long s = strtoull(v, &end, 10);
-        if (errno || end == v || *end || *v == '-') return fail(err, size, "%s: \"%s\" is not an unsigned integer", opt, v);
-        o->seed = s;
-        return 0;
-    }
-    case O_REF: {
-        char *end;
-        double x = strtod(v, &end);
-        if (end == v || *end || !(x >= 0)) return fail(err, size, "%s: \"%s\" is not a number >= 0", opt, v);
-        o->ref_limit = x;
-        return 0;
-    }
-    case O_DEVICE: o->device = v; return 0;
-    case O_CSV: o->csv = v; return 0;
-    case O_JSON: o->json = v; return 0;
-    case O_PLOT: o->plot = v; return 0;
-    }
-    return fail(err, size, "%s: not handled", opt);
-}
-
-static void fill_defaults(bench_options *o, const bool set[O_COUNT])
-{
-    const bench_defaults *d = o->quick ? &quick : &full;
-    if (!set[O_N] && o->quick)
-        for (int n = d->n_first; n <= d->n_last; n *= 2) o->ns[o->n_count++] = n;
-    if (!set[O_K]) {
-        o->k_count = 2;
-        o->ks[0] = d->k[0];
-        o->ks[1] = d->k[1];
-    }
-    if (!set[O_D]) o->d_model = d->d_model;
-    if (!set[O_H]) o->heads = d->heads;
-    if (!set[O_B]) o->batch = 1;
-    if (!set[O_MODES]) o->modes[0] = o->modes[1] = o->modes[2] = true;
-    if (!set[O_REPEAT]) o->repeat = d->repeat;
-    if (!set[O_WARMUP]) o->warmup = 1;
-    if (!set[O_SEED]) o->seed = DEFAULT_SEED;
-    if (!set[O_REF]) o->ref_limit = DEFAULT_REF_LIMIT;
 }
 
 int bench_options_parse(int argc, char **argv, bench_options *o, char *err, size_t err_size)
 {
     memset(o, 0, sizeof *o);
-    bool set[O_COUNT] = {false};
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            o->help = true;
-            continue;
-        }
-        if (strcmp(arg, "--quick") == 0) {
-            o->quick = true;
-            continue;
-        }
-        /* --opt VALUE or --opt=VALUE */
-        const char *eq = strchr(arg, '=');
-        size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
-        int id = -1;
-        for (int j = 0; j < O_COUNT; j++)
-            if (strlen(names[j]) == len && strncmp(arg, names[j], len) == 0) id = j;
-        if (id < 0) {
-            if (eq) return fail(err, err_size, "unknown option \"%.*s\"", (int)len, arg);
-            return fail(err, err_size, "unknown option \"%s\"", arg);
-        }
-        const char *value = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
-        if (!value) return fail(err, err_size, "%s needs a value", names[id]);
-        if (apply(o, id, value, err, err_size) != 0) return -1;
-        set[id] = true;
-    }
-    fill_defaults(o, set);
+    const char *v[O_COUNT];
+    if (cli_parse(argc, argv, options, O_COUNT, v, err, err_size) != 0) return -1;
+    o->help = v[O_HELP] != NULL;
+    o->quick = v[O_QUICK] != NULL;
+    o->full = v[O_FULL] != NULL;
+    if (o->quick && o->full) return fail(err, err_size, "--quick and --full exclude each other");
+    const bench_defaults *d = o->quick ? &sweep_quick : o->full ? &sweep_full : &sweep_default;
+    *o = (bench_options){.k_count = 2, .ks = {d->k[0], d->k[1]}, .d_model = d->d_model, .heads = d->heads,
+                         .batch = 1, .repeat = d->repeat, .warmup = 1, .modes = {true, true, true},
+                         .seed = DEFAULT_SEED, .quick = o->quick, .full = o->full, .help = o->help};
+    if (!o->full)
+        for (int n = d->n_first; n <= d->n_last; n *= 2) o->ns[o->n_count++] = n;
+    if (apply_values(o, v, err, err_size) != 0) return -1;
     if (o->d_model % o->heads != 0)
         return fail(err, err_size, "--heads: %d does not divide --d-model %d", o->heads, o->d_model);
     return 0;
@@ -248,6 +185,6 @@ int bench_options_parse(int argc, char **argv, bench_options *o, char *err, size
 void bench_options_default_ns(bench_options *o, bool all_gpu)
 {
     if (o->n_count) return;
-    const int last = all_gpu ? DEFAULT_N_LAST_GPU : full.n_last;
-    for (int n = full.n_first; n <= last; n *= 2) o->ns[o->n_count++] = n;
+    const int last = all_gpu ? FULL_N_LAST_GPU : sweep_full.n_last;
+    for (int n = sweep_full.n_first; n <= last; n *= 2) o->ns[o->n_count++] = n;
 }

@@ -2,7 +2,6 @@
 #include "bench_output.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -12,7 +11,7 @@
 
 static const char csv_header[] =
     "device,device_name,mode,n,k,batch,heads,d_model,ms_median,ms_min,ms_max,gflops,flops,softmax_flops,"
-    "bytes_moved,device_bytes,rel_err,vs_exact,xdev,status\n";
+    "bytes_moved,device_bytes,vs_exact,xdev,status\n";
 
 /* A field that may hold commas or quotes (device names) is quoted, quotes doubled. */
 static void csv_string(FILE *out, const char *s)
@@ -50,27 +49,15 @@ int bench_csv_write(FILE *out, const bench_results *r)
         csv_number(out, "%.4f", w->ms_min);
         csv_number(out, "%.4f", w->ms_max);
         csv_number(out, "%.3f", w->gflops);
-        fprintf(out, ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",", w->flops, w->softmax_flops, w->bytes_moved);
+        if (w->flops) fprintf(out, ",%" PRIu64 ",%" PRIu64 ",%" PRIu64, w->flops, w->softmax_flops, w->bytes_moved);
+        else fputs(",,,", out); /* the layer could not be created */
+        fputc(',', out);
         if (ok) fprintf(out, "%" PRIu64, w->device_bytes);
-        csv_number(out, "%.3e", w->rel_err);
         csv_number(out, "%.3e", w->vs_exact);
         csv_number(out, "%.3e", w->xdev);
         fprintf(out, ",%s\n", bench_status_name(w->status));
     }
     return ferror(out) ? -1 : 0;
-}
-
-int bench_csv_save(const char *path, const bench_results *r, char *err, size_t err_size)
-{
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        snprintf(err, err_size, "cannot write %s: %s", path, strerror(errno));
-        return -1;
-    }
-    int rc = bench_csv_write(f, r);
-    if (fclose(f) != 0) rc = -1;
-    if (rc) snprintf(err, err_size, "writing %s failed", path);
-    return rc;
 }
 
 /* ---- JSON ---- */
@@ -81,6 +68,16 @@ static void json_number(cJSON *obj, const char *name, double v)
         cJSON_AddNullToObject(obj, name);
     else
         cJSON_AddNumberToObject(obj, name, v);
+}
+
+/* An unsigned count as an exact JSON integer (cJSON's doubles round above 2^53);
+ * null when not known (0). */
+static void json_count(cJSON *obj, const char *name, uint64_t v)
+{
+    char text[24];
+    snprintf(text, sizeof text, "%" PRIu64, v);
+    if (v) cJSON_AddRawToObject(obj, name, text);
+    else cJSON_AddNullToObject(obj, name);
 }
 
 static cJSON *json_int_list(const int *v, int count)
@@ -103,9 +100,11 @@ static cJSON *json_options(const bench_options *o)
     cJSON_AddItemToObject(j, "modes", modes);
     cJSON_AddNumberToObject(j, "repeat", o->repeat);
     cJSON_AddNumberToObject(j, "warmup", o->warmup);
-    cJSON_AddNumberToObject(j, "seed", (double)o->seed);
-    cJSON_AddNumberToObject(j, "ref_limit", o->ref_limit);
+    char seed[24]; /* a string: JSON readers hold numbers as doubles, exact to 2^53 only */
+    snprintf(seed, sizeof seed, "%" PRIu64, o->seed);
+    cJSON_AddStringToObject(j, "seed", seed);
     cJSON_AddBoolToObject(j, "quick", o->quick);
+    cJSON_AddBoolToObject(j, "full", o->full);
     return j;
 }
 
@@ -118,9 +117,9 @@ static cJSON *json_device(const lf_device_info *d)
     cJSON_AddStringToObject(j, "name", d->device_name);
     cJSON_AddStringToObject(j, "platform", d->platform_name);
     cJSON_AddStringToObject(j, "driver", d->driver_version);
-    cJSON_AddNumberToObject(j, "global_mem_bytes", (double)d->global_mem_bytes);
-    cJSON_AddNumberToObject(j, "max_alloc_bytes", (double)d->max_alloc_bytes);
-    cJSON_AddNumberToObject(j, "local_mem_bytes", (double)d->local_mem_bytes);
+    json_count(j, "global_mem_bytes", d->global_mem_bytes);
+    json_count(j, "max_alloc_bytes", d->max_alloc_bytes);
+    json_count(j, "local_mem_bytes", d->local_mem_bytes);
     cJSON_AddNumberToObject(j, "compute_units", d->compute_units);
     return j;
 }
@@ -140,19 +139,18 @@ static cJSON *json_row(const bench_row *w)
     json_number(j, "ms_min", w->ms_min);
     json_number(j, "ms_max", w->ms_max);
     json_number(j, "gflops", w->gflops);
-    cJSON_AddNumberToObject(j, "flops", (double)w->flops);
-    cJSON_AddNumberToObject(j, "softmax_flops", (double)w->softmax_flops);
-    cJSON_AddNumberToObject(j, "bytes_moved", (double)w->bytes_moved);
-    json_number(j, "device_bytes", w->status == BENCH_OK ? (double)w->device_bytes : NAN);
-    json_number(j, "rel_err", w->rel_err);
+    json_count(j, "flops", w->flops);
+    json_count(j, "softmax_flops", w->flops ? w->softmax_flops : 0);
+    json_count(j, "bytes_moved", w->flops ? w->bytes_moved : 0);
+    json_count(j, "device_bytes", w->status == BENCH_OK ? w->device_bytes : 0);
     json_number(j, "vs_exact", w->vs_exact);
     json_number(j, "xdev", w->xdev);
     cJSON_AddStringToObject(j, "status", bench_status_name(w->status));
     return j;
 }
 
-int bench_json_save(const char *path, const bench_options *o, const lf_device_info *devices, size_t device_count,
-                    const bench_results *r, char *err, size_t err_size)
+int bench_json_write(FILE *out, const bench_options *o, const lf_device_info *devices, size_t device_count,
+                     const bench_results *r)
 {
     cJSON *root = cJSON_CreateObject(), *devs = cJSON_CreateArray(), *rows = cJSON_CreateArray();
     char tool[64];
@@ -166,17 +164,7 @@ int bench_json_save(const char *path, const bench_options *o, const lf_device_in
     cJSON_AddItemToObject(root, "rows", rows);
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
-    if (!text) {
-        snprintf(err, err_size, "out of memory writing %s", path);
-        return -1;
-    }
-    FILE *f = fopen(path, "w");
-    int rc = -1;
-    if (f) {
-        rc = fputs(text, f) < 0 || fputc('\n', f) == EOF ? -1 : 0;
-        if (fclose(f) != 0) rc = -1;
-    }
-    if (rc) snprintf(err, err_size, "cannot write %s: %s", path, strerror(errno));
+    const int rc = text && fputs(text, out) >= 0 && fputc('\n', out) != EOF ? 0 : -1;
     cJSON_free(text);
     return rc;
 }

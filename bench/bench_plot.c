@@ -7,10 +7,11 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "kernels.h"
+#include "bench_scripts.h"
 
 extern char **environ;
 
@@ -62,29 +63,54 @@ static bool in_path(const char *prog)
     return false;
 }
 
-static int write_data(const char *path, const bench_results *r, int *blocks, char *err, size_t err_size)
+const char *bench_plot_kind(const char *path)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        snprintf(err, err_size, "cannot write %s: %s", path, strerror(errno));
-        return -1;
-    }
-    *blocks = bench_plot_data(f, r);
-    if (fclose(f) != 0) {
-        snprintf(err, err_size, "writing %s failed", path);
-        return -1;
-    }
-    return 0;
+    static const char *const kinds[] = {"png", "svg", "pdf"};
+    const char *dot = strrchr(path, '.');
+    for (size_t i = 0; dot && !strchr(dot, '/') && i < sizeof kinds / sizeof kinds[0]; i++)
+        if (strcasecmp(dot + 1, kinds[i]) == 0) return kinds[i];
+    return NULL;
 }
 
-/* gnuplot -c SCRIPT DATA PNG BLOCKS, without a shell (paths may hold anything). */
-static int run_gnuplot(const char *script, const char *data, const char *png, int blocks, char *err, size_t err_size)
+void bench_plot_abort(bench_plot_files *f)
+{
+    output_file_abort(f->figure);
+    output_file_abort(f->data);
+    output_file_abort(f->script);
+    f->figure = f->data = f->script = NULL;
+}
+
+int bench_plot_open(const char *path, bench_plot_files *f, char *err, size_t err_size)
+{
+    memset(f, 0, sizeof *f);
+    if (!(f->kind = bench_plot_kind(path))) {
+        snprintf(err, err_size, "--plot %s: the figure is drawn as .png, .svg or .pdf, by the file's extension", path);
+        return -1;
+    }
+    char data[4096], script[4096];
+    snprintf(data, sizeof data, "%s.dat", path);
+    snprintf(script, sizeof script, "%s.gp", path);
+    if ((f->figure = output_file_open(path, NULL, 0, err, err_size)) &&
+        (f->data = output_file_open(data, NULL, 0, err, err_size)) &&
+        (f->script = output_file_open(script, NULL, 0, err, err_size)))
+        return 0;
+    bench_plot_abort(f);
+    return -1;
+}
+
+/* gnuplot -c SCRIPT DATA BLOCKS KIND > FIGURE, without a shell (paths may hold anything). */
+static int run_gnuplot(const char *script, const char *data, int blocks, const char *kind, int figure, char *err,
+                       size_t err_size)
 {
     char nblocks[16];
     snprintf(nblocks, sizeof nblocks, "%d", blocks);
-    char *argv[] = {"gnuplot", "-c", (char *)script, (char *)data, (char *)png, nblocks, NULL};
+    char *argv[] = {"gnuplot", "-c", (char *)script, (char *)data, nblocks, (char *)kind, NULL};
+    posix_spawn_file_actions_t io;
+    posix_spawn_file_actions_init(&io);
+    posix_spawn_file_actions_adddup2(&io, figure, STDOUT_FILENO);
     pid_t pid;
-    int rc = posix_spawnp(&pid, "gnuplot", NULL, NULL, argv, environ);
+    int rc = posix_spawnp(&pid, "gnuplot", &io, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&io);
     if (rc != 0) {
         snprintf(err, err_size, "cannot run gnuplot: %s", strerror(rc));
         return -1;
@@ -100,44 +126,39 @@ static int run_gnuplot(const char *script, const char *data, const char *png, in
     return 0;
 }
 
-extern const lf_embedded_file lf_bench_scripts[]; /* the bench/ gnuplot scripts, built in */
-
-/* Writes the built-in plot.gp to `path`, so the figure can be redrawn by hand. */
-static int write_script(const char *path, char *err, size_t err_size)
+/* The data and the built-in plot.gp, put in place; *blocks counts the series. */
+static int write_side_files(bench_plot_files *f, const bench_results *r, int *blocks, char *err, size_t err_size)
 {
     const lf_embedded_file *s = lf_bench_scripts;
     while (s->name && strcmp(s->name, "plot.gp") != 0) s++;
-    FILE *f = s->name ? fopen(path, "w") : NULL;
-    if (!f) {
-        snprintf(err, err_size, "cannot write %s: %s", path, s->name ? strerror(errno) : "no plot script built in");
-        return -1;
-    }
-    bool ok = fwrite(s->text, 1, s->size, f) == s->size;
-    if (fclose(f) != 0 || !ok) {
-        snprintf(err, err_size, "writing %s failed", path);
-        return -1;
-    }
-    return 0;
+    *blocks = bench_plot_data(output_file_stream(f->data), r);
+    if (s->name) fwrite(s->text, 1, s->size, output_file_stream(f->script));
+    output_file *data = f->data, *script = f->script;
+    f->data = f->script = NULL;
+    int rc = output_file_commit(data, err, err_size);
+    if (rc == 0) return output_file_commit(script, err, err_size);
+    output_file_abort(script);
+    return rc;
 }
 
-int bench_plot(const bench_results *r, const char *png, char *err, size_t err_size)
+int bench_plot_finish(bench_plot_files *f, const bench_results *r, char *err, size_t err_size)
 {
-    char data[4096], script[4096];
-    snprintf(data, sizeof data, "%s.dat", png);
-    snprintf(script, sizeof script, "%s.gp", png);
-    int blocks = 0;
-    if (write_data(data, r, &blocks, err, err_size) != 0) return -1;
-    if (write_script(script, err, err_size) != 0) return -1;
-    if (blocks == 0) {
-        snprintf(err, err_size, "nothing to plot: no point was measured");
-        return -1;
-    }
-    if (!in_path("gnuplot")) {
+    char data[4096], script[4096], figure[4096]; /* the paths outlive their files' handles */
+    snprintf(data, sizeof data, "%s", output_file_path(f->data));
+    snprintf(script, sizeof script, "%s", output_file_path(f->script));
+    snprintf(figure, sizeof figure, "%s", output_file_path(f->figure));
+    int blocks = 0, rc = write_side_files(f, r, &blocks, err, err_size);
+    if (rc == 0 && blocks == 0) rc = -1, snprintf(err, err_size, "nothing to plot: no point was measured");
+    if (rc == 0 && !in_path("gnuplot")) {
         snprintf(err, err_size,
                  "gnuplot is not installed (not found in PATH), so %s was not drawn; install it "
-                 "(Debian/Ubuntu: apt-get install gnuplot-nox) and run gnuplot -c %s %s %s %d",
-                 png, script, data, png, blocks);
-        return -1;
+                 "(Debian/Ubuntu: apt-get install gnuplot-nox) and run gnuplot -c %s %s %d %s > %s",
+                 figure, script, data, blocks, f->kind, figure);
+        rc = -1;
     }
-    return run_gnuplot(script, data, png, blocks, err, err_size);
+    if (rc == 0) rc = run_gnuplot(script, data, blocks, f->kind, output_file_fd(f->figure), err, err_size);
+    if (rc == 0) rc = output_file_commit(f->figure, err, err_size);
+    else output_file_abort(f->figure);
+    f->figure = NULL;
+    return rc;
 }

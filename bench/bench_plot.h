@@ -1,4 +1,4 @@
-/* bench_plot.h - the --plot step: a data file and gnuplot. */
+/* bench_plot.h - the --plot step: a data file, the script, and gnuplot drawing the figure. */
 #ifndef LF_BENCH_PLOT_H
 #define LF_BENCH_PLOT_H
 
@@ -6,13 +6,33 @@
 #include <stdio.h>
 
 #include "bench.h"
+#include "output_file.h"
 
 /* Writes the series (one per device, mode and k: n, median ms, device MiB) as
  * gnuplot data blocks; returns the number of blocks. */
 int bench_plot_data(FILE *out, const bench_results *r);
 
-/* Writes PNG.dat and the plot script PNG.gp beside `png` and runs gnuplot on
- * them. Returns 0, or -1 with a message in err (gnuplot missing, or failed). */
-int bench_plot(const bench_results *r, const char *png, char *err, size_t err_size);
+/* The gnuplot terminal kind of a file name's extension: "png", "svg" or "pdf"
+ * (any case); NULL for another extension. */
+const char *bench_plot_kind(const char *path);
+
+/* The figure PATH, its data PATH.dat and its script PATH.gp, opened before the
+ * sweep so that a path that cannot be written fails at once. */
+typedef struct {
+    output_file *figure, *data, *script;
+    const char *kind;
+} bench_plot_files;
+
+/* Returns 0, or -1 with a message in err (an unknown extension, a path that
+ * cannot be written); nothing stays open then. */
+int bench_plot_open(const char *path, bench_plot_files *f, char *err, size_t err_size);
+
+/* Writes the data and the script, then runs gnuplot into the figure. Returns 0,
+ * or -1 with a message in err (gnuplot missing or failed: the data and script
+ * stay, to draw by hand; the old figure is left as it was). Closes everything. */
+int bench_plot_finish(bench_plot_files *f, const bench_results *r, char *err, size_t err_size);
+
+/* Drops all three (an interrupted or failed sweep); a closed set is fine. */
+void bench_plot_abort(bench_plot_files *f);
 
 #endif

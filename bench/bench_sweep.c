@@ -2,9 +2,10 @@
  * bench_sweep.c - the measuring loop of `linformer bench`.
  *
  * The points (mode, n, k) run in the order of bench_plan: per n the exact modes
- * first, so that each Linformer row can be compared with exact attention of the
- * same weights and input; each point runs on every device before the next, so
- * only the first device's output of the current point is kept for xdev.
+ * first (dense, then flash, which is compared with it), so that each Linformer
+ * row can be compared with exact attention of the same weights and input; each
+ * point runs on every device before the next, so only the first device's
+ * output of the current point is kept for xdev.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "bench_sweep.h"
@@ -18,8 +19,7 @@
 #include <unistd.h>
 
 #include "bench_count.h"
-#include "internal.h"  /* lf__rand_uniform: the library's seeded generator */
-#include "reference.h" /* the double-precision reference, linked into the program */
+#include "bench_data.h"
 
 /* Set from a signal handler: the program's one piece of global state. */
 static volatile sig_atomic_t stop_requested;
@@ -84,47 +84,6 @@ void bench_devices_close(bench_device *devices, size_t count)
     free(devices);
 }
 
-/* ---- Host data: weights and input, seeded ---- */
-
-static void fill_uniform(float *p, size_t count, uint64_t *state, double bound)
-{
-    for (size_t i = 0; i < count; i++) p[i] = (float)((2.0 * lf__rand_uniform(state) - 1.0) * bound);
-}
-
-enum { WQ, WK, WV, WO, BQ, BK, BV, BO, W_COUNT };
-static const char *const weight_names[W_COUNT] = {"wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo"};
-
-/* The weights live on the host, set with lf_attention_set_weight, so that the
- * reference sees the very numbers the device does. The distribution is that of
- * lf_attention_init_random: uniform +-1/sqrt(fan_in); fan_in = D for all four
- * (H d_head = D here). */
-typedef struct {
-    float *w[W_COUNT];
-    size_t count[W_COUNT];
-} host_weights;
-
-static void weights_free(host_weights *hw)
-{
-    for (int i = 0; i < W_COUNT; i++) free(hw->w[i]);
-}
-
-static int weights_make(const bench_options *o, host_weights *hw)
-{
-    const size_t D = (size_t)o->d_model;
-    uint64_t state = o->seed;
-    memset(hw, 0, sizeof *hw);
-    for (int i = 0; i < W_COUNT; i++) {
-        hw->count[i] = i < BQ ? D * D : D;
-        hw->w[i] = malloc(hw->count[i] * sizeof(float));
-        if (!hw->w[i]) {
-            weights_free(hw);
-            return -1;
-        }
-        fill_uniform(hw->w[i], hw->count[i], &state, 1.0 / sqrt((double)D));
-    }
-    return 0;
-}
-
 /* ---- Points ---- */
 
 typedef struct {
@@ -146,19 +105,6 @@ static size_t bench_plan(const bench_options *o, bench_point *out)
     return count;
 }
 
-/* The layer of a point; the reference resolves the same config. The exact
- * modes ignore k (any positive value will do for the config). */
-static lf_attention_config layer_config(const bench_options *o, const bench_point *p)
-{
-    lf_attention_config c;
-    lf_attention_config_init(&c, o->d_model, o->heads, p->n, p->k ? p->k : 1);
-    c.mode = p->mode;
-    c.proj_kind = LF_PROJ_RANDOM;
-    c.sharing = LF_SHARE_HEADWISE;
-    c.seed = o->seed;
-    return c;
-}
-
 static bench_row row_init(const bench_options *o, const bench_device *dev, const bench_point *p)
 {
     bench_row r;
@@ -171,17 +117,23 @@ static bench_row row_init(const bench_options *o, const bench_device *dev, const
     r.batch = o->batch;
     r.heads = o->heads;
     r.d_model = o->d_model;
-    const int dh = o->d_model / o->heads;
-    const bench_shape s = {
-        .mode = p->mode, .batch = o->batch, .n = p->n, .k = p->k, .d_model = o->d_model, .heads = o->heads,
-        .d_head = dh, .kv_heads = o->heads, .share_kv = false, .scores_in_memory = p->mode == LF_MODE_DENSE};
-    const bench_flops f = bench_count_flops(&s);
-    r.flops = f.matmul;
-    r.softmax_flops = f.softmax;
-    r.bytes_moved = bench_count_bytes(&s); /* measure() adds Linformer's scores when its path keeps them */
     r.ms_median = r.ms_min = r.ms_max = r.gflops = NAN;
-    r.rel_err = r.vs_exact = r.xdev = NAN;
+    r.vs_exact = r.xdev = NAN;
     return r;
+}
+
+/* Flops and bytes of the layer as the library resolved it (d_head, kv_heads, path). */
+static void row_counts(const bench_options *o, const bench_point *p, const lf_attention_config *used, bench_row *r)
+{
+    const bench_shape s = {.mode = p->mode, .batch = o->batch, .n = p->n, .k = p->k, .d_model = o->d_model,
+                           .heads = o->heads, .d_head = used->d_head, .kv_heads = used->kv_heads,
+                           .share_kv = used->share_kv != 0,
+                           .scores_in_memory = p->mode == LF_MODE_DENSE ||
+                                               (p->mode == LF_MODE_LINFORMER && used->path == LF_PATH_GEMM)};
+    const bench_flops f = bench_count_flops(&s);
+    r->flops = f.matmul;
+    r->softmax_flops = f.softmax;
+    r->bytes_moved = bench_count_bytes(&s);
 }
 
 /* ---- Measuring one point on one device ---- */
@@ -223,34 +175,39 @@ static void time_stats(double *ms, int count, bench_row *row)
     row->gflops = (double)row->flops / (row->ms_median * 1e6);
 }
 
-/* Warm-up, then `repeat` timed forwards on device buffers; y receives the output. */
-static lf_status measure(const bench_options *o, bench_device *dev, const bench_point *p, const host_weights *hw,
+/* Warm-up, then `repeat` timed forwards; ms gets the timed ones. Stops early on
+ * an error or an interrupt; *timed says how many ran. */
+static lf_status forwards(const bench_options *o, lf_attention *layer, cl_mem xb, cl_mem yb, int n, double *ms,
+                          int *timed)
+{
+    lf_status st = LF_OK;
+    *timed = 0;
+    for (long i = 0; st == LF_OK && !stop_requested && i < (long)o->warmup + o->repeat; i++) {
+        double t = 0;
+        st = lf_attention_forward_cl(layer, xb, yb, o->batch, n, NULL);
+        if (st == LF_OK) st = lf_attention_last_time_ms(layer, &t);
+        if (st == LF_OK && i >= o->warmup) ms[(*timed)++] = t;
+    }
+    return st;
+}
+
+/* Warm-up, then `repeat` timed forwards on device buffers; y receives the output.
+ * A row gets times only when every timed forward ran. */
+static lf_status measure(const bench_options *o, bench_device *dev, const bench_point *p, const bench_weights *w,
                          const float *x, float *y, size_t count, bench_row *row, char *msg, size_t msg_size)
 {
-    const lf_attention_config cfg = layer_config(o, p);
     const size_t bytes = count * sizeof(float);
     lf_attention *layer = NULL;
     cl_mem xb = NULL, yb = NULL;
     double *ms = calloc((size_t)o->repeat, sizeof *ms);
-    lf_status st = ms ? lf_attention_create(dev->ctx, &cfg, NULL, &layer) : LF_ERR_OUT_OF_MEMORY;
+    int timed = 0;
     lf_attention_config used;
-    if (st == LF_OK && lf_attention_config_get(layer, &used) == LF_OK && used.path == LF_PATH_GEMM) {
-        const bench_shape s = {.mode = p->mode, .batch = o->batch, .n = p->n, .k = p->k, .d_model = o->d_model,
-                               .heads = o->heads, .d_head = used.d_head, .kv_heads = used.kv_heads,
-                               .scores_in_memory = true};
-        row->bytes_moved = bench_count_bytes(&s);
-    }
-    for (int i = 0; st == LF_OK && i < W_COUNT; i++)
-        st = lf_attention_set_weight(layer, weight_names[i], hw->w[i], hw->count[i]);
+    lf_status st = ms ? bench_layer_create(dev->ctx, o, p->mode, p->n, p->k, w, &layer) : LF_ERR_OUT_OF_MEMORY;
+    if (st == LF_OK && (st = lf_attention_config_get(layer, &used)) == LF_OK) row_counts(o, p, &used, row);
     if (st == LF_OK) st = device_buffer(dev->ctx, bytes, x, &xb, msg, msg_size);
     if (st == LF_OK) st = device_buffer(dev->ctx, bytes, NULL, &yb, msg, msg_size);
-    for (int i = 0; st == LF_OK && !stop_requested && i < o->warmup + o->repeat; i++) {
-        double t = 0;
-        st = lf_attention_forward_cl(layer, xb, yb, o->batch, p->n, NULL);
-        if (st == LF_OK) st = lf_attention_last_time_ms(layer, &t);
-        if (i >= o->warmup) ms[i - o->warmup] = t;
-    }
-    if (st == LF_OK && stop_requested) st = LF_ERR_STATE; /* the caller sees stop_requested */
+    if (st == LF_OK) st = forwards(o, layer, xb, yb, p->n, ms, &timed);
+    if (st == LF_OK && timed < o->repeat) st = LF_ERR_STATE; /* interrupted: the caller sees stop_requested */
     if (st == LF_OK) {
         cl_int err = clEnqueueReadBuffer(lf_context_cl_queue(dev->ctx), yb, CL_TRUE, 0, bytes, y, 0, NULL, NULL);
         if (err != CL_SUCCESS) st = cl_status(err, "clEnqueueReadBuffer(y)", msg, msg_size);
@@ -259,7 +216,7 @@ static lf_status measure(const bench_options *o, bench_device *dev, const bench_
         size_t weights = 0, workspace = 0;
         st = lf_attention_device_bytes(layer, &weights, &workspace);
         row->device_bytes = weights + workspace;
-        time_stats(ms, o->repeat, row);
+        time_stats(ms, timed, row);
     }
     if (st != LF_OK && !*msg) snprintf(msg, msg_size, "%s", ms ? lf_context_last_error(dev->ctx) : "out of host memory");
     if (xb) clReleaseMemObject(xb);
@@ -269,44 +226,18 @@ static lf_status measure(const bench_options *o, bench_device *dev, const bench_
     return st;
 }
 
-/* ---- Accuracy ---- */
+/* ---- Accuracy: the modes against each other ---- */
 
-/* ||out - ref|| / ||ref|| with ref in float (rf) or double (rd). */
-static double rel_diff(const float *out, const float *rf, const double *rd, size_t count)
+/* ||out - ref|| / ||ref||. */
+static double rel_diff(const float *out, const float *ref, size_t count)
 {
     double num = 0, den = 0;
     for (size_t i = 0; i < count; i++) {
-        const double r = rf ? (double)rf[i] : rd[i], d = (double)out[i] - r;
+        const double r = (double)ref[i], d = (double)out[i] - r;
         num += d * d;
         den += r * r;
     }
     return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
-static bool reference_affordable(const bench_options *o, int n)
-{
-    return (double)o->batch * n * n * o->d_model <= o->ref_limit; /* = B H n^2 d_head */
-}
-
-/* The double-precision output of the point's layer on x; NULL when out of memory. */
-static double *reference(const bench_options *o, const host_weights *hw, const float *x, const bench_point *p)
-{
-    lf_attention_config c = layer_config(o, p);
-    lf_ref_resolve(&c);
-    const size_t proj = (size_t)p->k * p->n, count = (size_t)o->batch * p->n * o->d_model;
-    float *ef = p->mode == LF_MODE_LINFORMER ? malloc(2 * proj * sizeof *ef) : NULL;
-    double *y = malloc(count * sizeof *y);
-    if (!y || (p->mode == LF_MODE_LINFORMER && !ef)) {
-        free(ef);
-        free(y);
-        return NULL;
-    }
-    if (ef) lf_ref_random_projection(ef, 2 * proj, o->seed, p->k); /* E then F, one stream, as the layer */
-    const lf_ref_weights w = {hw->w[WQ], hw->w[WK], hw->w[WV], hw->w[WO], hw->w[BQ], hw->w[BK], hw->w[BV],
-                              hw->w[BO], ef,         ef ? ef + proj : NULL};
-    lf_ref_attention(&c, &w, NULL, x, o->batch, p->n, NULL, y);
-    free(ef);
-    return y;
 }
 
 /* ---- State of the current n ---- */
@@ -316,18 +247,15 @@ typedef struct {
     size_t count;          /* batch * n * d_model */
     float *x, *y, *first;  /* input, the output just measured, the first device's output */
     bool first_valid;
-    float **exact;         /* per device: the exact output of this n (flash preferred), or NULL */
-    double *ref_exact;     /* the reference of the exact modes, once computed */
-    bool ref_exact_tried;
+    float **exact[2];      /* per device: the dense and the flash output of this n, or NULL */
 } n_state;
 
 static void n_state_clear(n_state *s, size_t devices)
 {
-    free(s->x), free(s->y), free(s->first), free(s->ref_exact);
-    for (size_t d = 0; d < devices; d++) free(s->exact[d]), s->exact[d] = NULL;
+    free(s->x), free(s->y), free(s->first);
     s->x = s->y = s->first = NULL;
-    s->ref_exact = NULL;
-    s->ref_exact_tried = false;
+    for (int e = 0; e < 2; e++)
+        for (size_t d = 0; d < devices; d++) free(s->exact[e][d]), s->exact[e][d] = NULL;
 }
 
 static int n_state_enter(n_state *s, const bench_options *o, int n, size_t devices)
@@ -339,44 +267,27 @@ static int n_state_enter(n_state *s, const bench_options *o, int n, size_t devic
     s->y = malloc(s->count * sizeof *s->y);
     s->first = malloc(s->count * sizeof *s->first);
     if (!s->x || !s->y || !s->first) return -1;
-    uint64_t state = o->seed ^ (0x5851f42d4c957f2dull * (uint64_t)n); /* a fresh input per n */
-    fill_uniform(s->x, s->count, &state, 1.0);
+    bench_input(o, n, s->x);
     return 0;
 }
 
-/* The reference for a point: shared by the exact modes of this n, fresh for Linformer.
- * *owned tells the caller to free it. */
-static double *point_reference(n_state *s, const bench_options *o, const host_weights *hw, const bench_point *p,
-                               bool *owned)
+/* Fills the accuracy columns of a measured row and keeps what later rows compare
+ * with: flash against dense; Linformer against flash, else dense. */
+static int compare(n_state *s, size_t d, const bench_point *p, bench_row *row)
 {
-    *owned = false;
-    if (!reference_affordable(o, p->n)) return NULL;
-    if (p->mode == LF_MODE_LINFORMER) {
-        *owned = true;
-        return reference(o, hw, s->x, p);
-    }
-    if (!s->ref_exact_tried) {
-        const bench_point dense = {LF_MODE_DENSE, p->n, 0};
-        s->ref_exact = reference(o, hw, s->x, &dense);
-        s->ref_exact_tried = true;
-    }
-    return s->ref_exact;
-}
-
-/* Fills the accuracy columns of a measured row and keeps what later rows compare with. */
-static int compare(n_state *s, size_t d, const bench_point *p, const double *ref, bench_row *row)
-{
-    if (ref) row->rel_err = rel_diff(s->y, NULL, ref, s->count);
-    if (p->mode == LF_MODE_LINFORMER && s->exact[d]) row->vs_exact = rel_diff(s->y, s->exact[d], NULL, s->count);
+    float *dense = s->exact[0][d], *flash = s->exact[1][d];
+    if (p->mode == LF_MODE_FLASH && dense) row->vs_exact = rel_diff(s->y, dense, s->count);
+    if (p->mode == LF_MODE_LINFORMER && (flash || dense)) row->vs_exact = rel_diff(s->y, flash ? flash : dense, s->count);
     if (d == 0) {
         memcpy(s->first, s->y, s->count * sizeof *s->y);
         s->first_valid = true;
     } else if (s->first_valid) {
-        row->xdev = rel_diff(s->y, s->first, NULL, s->count);
+        row->xdev = rel_diff(s->y, s->first, s->count);
     }
-    if (p->mode != LF_MODE_LINFORMER && (!s->exact[d] || p->mode == LF_MODE_FLASH)) {
-        if (!s->exact[d] && !(s->exact[d] = malloc(s->count * sizeof(float)))) return -1;
-        memcpy(s->exact[d], s->y, s->count * sizeof(float)); /* flash runs after dense: it wins */
+    if (p->mode != LF_MODE_LINFORMER) {
+        float **keep = &s->exact[p->mode == LF_MODE_FLASH][d];
+        if (!*keep && !(*keep = malloc(s->count * sizeof(float)))) return -1;
+        memcpy(*keep, s->y, s->count * sizeof(float));
     }
     return 0;
 }
@@ -416,7 +327,6 @@ static void progress_line(progress *pg, const bench_row *r, const char *oom_msg)
         fprintf(stderr, "OOM (%s)\n", oom_msg);
     } else {
         fprintf(stderr, "%10.3f ms (min %.3f, max %.3f) %7.1f GFLOP/s", r->ms_median, r->ms_min, r->ms_max, r->gflops);
-        if (!isnan(r->rel_err)) fprintf(stderr, "  rel_err %.1e", r->rel_err);
         if (!isnan(r->vs_exact)) fprintf(stderr, "  vs_exact %.2e", r->vs_exact);
         if (!isnan(r->xdev)) fprintf(stderr, "  xdev %.1e", r->xdev);
         fputc('\n', stderr);
@@ -432,12 +342,11 @@ static void progress_line(progress *pg, const bench_row *r, const char *oom_msg)
 /* ---- The sweep ---- */
 
 static int run_point(const bench_options *o, bench_device *devs, size_t d, const bench_point *p,
-                     const host_weights *hw, n_state *s, const double *ref, bench_results *res, progress *pg,
-                     char *err, size_t err_size)
+                     const bench_weights *w, n_state *s, bench_results *res, progress *pg, char *err, size_t err_size)
 {
     bench_row row = row_init(o, &devs[d], p);
     char msg[2048] = "";
-    lf_status st = measure(o, &devs[d], p, hw, s->x, s->y, s->count, &row, msg, sizeof msg);
+    lf_status st = measure(o, &devs[d], p, w, s->x, s->y, s->count, &row, msg, sizeof msg);
     if (stop_requested) {
         if (pg->tty) fputs("\r\033[K", stderr);
         return 1;
@@ -449,7 +358,7 @@ static int run_point(const bench_options *o, bench_device *devs, size_t d, const
         return -1;
     }
     if (st == LF_ERR_OUT_OF_MEMORY) row.status = BENCH_OOM;
-    if (st == LF_OK && compare(s, d, p, ref, &row) != 0) {
+    if (st == LF_OK && compare(s, d, p, &row) != 0) {
         snprintf(err, err_size, "out of host memory");
         return -1;
     }
@@ -461,19 +370,58 @@ static int run_point(const bench_options *o, bench_device *devs, size_t d, const
     return 0;
 }
 
-int bench_sweep(const bench_options *o, bench_device *devs, size_t ndev, bench_results *res, char *err,
-                size_t err_size)
+/* The points in order; NULL when out of memory. */
+static bench_point *plan_points(const bench_options *o, size_t *count)
 {
     bench_point *points = calloc((size_t)o->n_count * (2 + o->k_count) + 1, sizeof *points);
-    n_state s = {.n = 0, .exact = calloc(ndev, sizeof(float *))};
-    host_weights hw;
-    if (!points || !s.exact || weights_make(o, &hw) != 0) {
+    *count = points ? bench_plan(o, points) : 0;
+    return points;
+}
+
+int bench_sweep_check(const bench_options *o, const bench_device *devs, size_t ndev, char *err, size_t err_size)
+{
+    size_t count;
+    bench_point *points = plan_points(o, &count);
+    bench_weights w;
+    if (!points || bench_weights_make(o, &w) != 0) {
+        free(points);
         snprintf(err, err_size, "out of host memory");
-        free(points), free(s.exact);
         return -1;
     }
     int rc = 0;
-    const size_t count = bench_plan(o, points);
+    for (size_t i = 0; rc == 0 && i < count; i++) {
+        const bench_point *p = &points[i];
+        for (size_t d = 0; rc == 0 && d < ndev; d++) {
+            lf_attention *layer = NULL;
+            const lf_status st = bench_layer_create(devs[d].ctx, o, p->mode, p->n, p->k, &w, &layer);
+            lf_attention_free(layer);
+            if (st != LF_OK && st != LF_ERR_OUT_OF_MEMORY) { /* too large to fit is a result, not an error */
+                char k[24] = "";
+                if (p->k) snprintf(k, sizeof k, " k=%d", p->k);
+                snprintf(err, err_size, "%s n=%d%s cannot run on %s: %s: %s", lf_mode_name(p->mode), p->n, k,
+                         devs[d].sel, lf_status_string(st), lf_context_last_error(devs[d].ctx));
+                rc = -1;
+            }
+        }
+    }
+    bench_weights_free(&w);
+    free(points);
+    return rc;
+}
+
+int bench_sweep(const bench_options *o, bench_device *devs, size_t ndev, bench_results *res, char *err,
+                size_t err_size)
+{
+    size_t count;
+    bench_point *points = plan_points(o, &count);
+    n_state s = {.n = 0, .exact = {calloc(ndev, sizeof(float *)), calloc(ndev, sizeof(float *))}};
+    bench_weights w;
+    if (!points || !s.exact[0] || !s.exact[1] || bench_weights_make(o, &w) != 0) {
+        snprintf(err, err_size, "out of host memory");
+        free(points), free(s.exact[0]), free(s.exact[1]);
+        return -1;
+    }
+    int rc = 0;
     progress pg = {.total = count * ndev, .tty = isatty(STDERR_FILENO) == 1};
     clock_gettime(CLOCK_MONOTONIC, &pg.start);
     for (size_t i = 0; rc == 0 && i < count; i++) {
@@ -487,15 +435,11 @@ int bench_sweep(const bench_options *o, bench_device *devs, size_t ndev, bench_r
             rc = -1;
             break;
         }
-        bool owned;
-        double *ref = point_reference(&s, o, &hw, p, &owned);
         s.first_valid = false;
-        for (size_t d = 0; rc == 0 && d < ndev; d++)
-            rc = run_point(o, devs, d, p, &hw, &s, ref, res, &pg, err, err_size);
-        if (owned) free(ref);
+        for (size_t d = 0; rc == 0 && d < ndev; d++) rc = run_point(o, devs, d, p, &w, &s, res, &pg, err, err_size);
     }
     n_state_clear(&s, ndev);
-    free(s.exact), free(points);
-    weights_free(&hw);
+    free(s.exact[0]), free(s.exact[1]), free(points);
+    bench_weights_free(&w);
     return rc;
 }

@@ -18,6 +18,13 @@ typedef struct {
 int bench_devices_open(const char *sel, bench_device **out, size_t *count, char *err, size_t err_size);
 void bench_devices_close(bench_device *devices, size_t count);
 
+/* Creates the layer of every point on every device before the sweep, so that
+ * a point the library refuses (LF_ERR_ARGUMENT: a size past its limits) stops
+ * the program before minutes of measuring; one that does not fit the device
+ * passes (it becomes an OOM row). Returns 0, or -1 with a message naming the point. */
+int bench_sweep_check(const bench_options *o, const bench_device *devices, size_t device_count, char *err,
+                      size_t err_size);
+
 /* Measures every point of the options on every device and appends the rows.
  * A point that does not fit is an OOM row; any other failure stops the sweep:
  * returns -1 with a message in err. Returns 1 when bench_sweep_stop was called

@@ -1,18 +1,25 @@
-# plot.gp - the figure of `linformer bench --plot FILE.png`.
-# usage: gnuplot -c plot.gp DATA PNG BLOCKS
+# plot.gp - the figure of `linformer bench --plot FILE`.
+# usage: gnuplot -c plot.gp DATA BLOCKS KIND > FILE
 #   DATA: one block per series (device, mode, k), first line its title, then
 #         "n median_ms device_MiB" rows; blocks are separated by two blank lines.
+#   KIND: png, svg or pdf; the figure goes to standard output.
 # Left: median time against n; right: device memory of the layer against n; log-log.
 data = ARG1
-out = ARG2
-blocks = int(ARG3)
+blocks = int(ARG2)
+kind = ARG3
+cairo = strstrt(GPVAL_TERMINALS, "cairo") > 0
 
-if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
-    set terminal pngcairo size 1400,560 font ",10"
+if (kind eq "png") {
+    if (cairo) { set terminal pngcairo size 1400,560 font ",10" } else { set terminal png size 1400,560 }
 } else {
-    set terminal png size 1400,560
+    if (kind eq "svg") {
+        set terminal svg size 1400,560 font ",10"
+    } else {
+        if (kind eq "pdf" && cairo) { set terminal pdfcairo size 14in,5.6in font ",10" } else {
+            print sprintf("plot.gp: cannot draw \"%s\" (png, svg, or pdf with cairo)", kind); exit status 1
+        }
+    }
 }
-set output out
 
 # distinguishable colours (the default cycle has a pale yellow), then repeated
 colours = "#1f77b4 #d62728 #2ca02c #ff7f0e #9467bd #8c564b #e377c2 #17becf #7f7f7f #bcbd22"

@@ -163,8 +163,14 @@ lf_status lf__alloc(lf_context *ctx, size_t bytes, const char *what, cl_mem *out
         return lf__fail(ctx, LF_ERR_OUT_OF_MEMORY,
                         "%s needs %zu bytes, over the device's max allocation of %llu bytes", what,
                         bytes, (unsigned long long)ctx->info.max_alloc_bytes);
+    /* On a CPU device a buffer is host memory: checked first, and allocated
+     * now (ALLOC_HOST_PTR; PoCL otherwise allocates at first use, where
+     * running out crashes inside the driver). */
+    bool host = ctx->info.type == LF_DEVICE_CPU;
+    if (host) LF_TRY(lf__host_memory_check(ctx, bytes, what));
     cl_int err;
-    *out = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, bytes, NULL, &err);
+    cl_mem_flags flags = CL_MEM_READ_WRITE | (host ? CL_MEM_ALLOC_HOST_PTR : 0);
+    *out = clCreateBuffer(ctx->cl, flags, bytes, NULL, &err);
     if (err != CL_SUCCESS) {
         *out = NULL;
         return lf__fail(ctx, LF_ERR_OUT_OF_MEMORY, "allocating %s (%zu bytes) failed: %s", what,

@@ -1,5 +1,6 @@
 /* device.c - enumerate OpenCL devices and choose one from a selector string. */
 #include <ctype.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,35 @@ void lf__device_query(cl_platform_id platform, cl_device_id device, lf_device_in
     }
 }
 
+/* Why no platform or device was found, when a memory limit may be the cause:
+ * an OpenCL driver that cannot map its libraries is skipped without a word. */
+static const char *limit_note(char *buf, size_t size)
+{
+    size_t limit = lf__address_space_limit();
+    if (!limit) return "";
+    snprintf(buf, size, "; the address-space limit (RLIMIT_AS, ulimit -v) is %.1f MiB: the driver may lack "
+             "the memory it needs", (double)limit / (1 << 20));
+    return buf;
+}
+
+/* Fills out (up to capacity) with the devices of platform p; returns how many
+ * it has, 0 with *err set when clGetDeviceIDs fails. */
+static size_t platform_devices(cl_platform_id platform, cl_uint p, lf_device_info *out, size_t capacity,
+                               cl_int *err)
+{
+    cl_device_id devs[LF_MAX_DEVICES];
+    cl_uint nd = 0;
+    *err = clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, LF_MAX_DEVICES, devs, &nd);
+    if (*err != CL_SUCCESS) return 0; /* a platform without devices is not an error */
+    if (nd > LF_MAX_DEVICES) nd = LF_MAX_DEVICES;
+    for (cl_uint d = 0; d < nd && d < capacity; d++) {
+        lf__device_query(platform, devs[d], &out[d]);
+        out[d].platform_index = p;
+        out[d].device_index = d;
+    }
+    return nd;
+}
+
 lf_status lf_devices_list(lf_device_info *out, size_t capacity, size_t *count, char *errbuf,
                           size_t errbuf_size)
 {
@@ -77,31 +107,30 @@ lf_status lf_devices_list(lf_device_info *out, size_t capacity, size_t *count, c
     *count = 0;
     cl_platform_id platforms[LF_MAX_PLATFORMS];
     cl_uint np = 0;
+    char note[160];
     cl_int err = clGetPlatformIDs(LF_MAX_PLATFORMS, platforms, &np);
-    if (err == -1001 /* CL_PLATFORM_NOT_FOUND_KHR: an ICD loader with no driver */ || np == 0)
+    if (err == -1001 /* CL_PLATFORM_NOT_FOUND_KHR: an ICD loader with no driver */ || (err == CL_SUCCESS && np == 0))
         return lf__fail_buf(errbuf, errbuf_size, LF_ERR_NO_DEVICE,
-                            "no OpenCL platform found (is an OpenCL driver installed, e.g. pocl-opencl-icd?)");
+                            "no OpenCL platform found (clGetPlatformIDs: %s; is an OpenCL driver installed, "
+                            "e.g. pocl-opencl-icd?)%s",
+                            lf_cl_error_string(err), limit_note(note, sizeof note));
     if (err != CL_SUCCESS)
-        return lf__fail_buf(errbuf, errbuf_size, LF_ERR_OPENCL, "clGetPlatformIDs failed: %s",
-                            lf_cl_error_string(err));
+        return lf__fail_buf(errbuf, errbuf_size, err == CL_OUT_OF_HOST_MEMORY ? LF_ERR_OUT_OF_MEMORY : LF_ERR_OPENCL,
+                            "clGetPlatformIDs failed: %s%s", lf_cl_error_string(err), limit_note(note, sizeof note));
     if (np > LF_MAX_PLATFORMS) np = LF_MAX_PLATFORMS;
     size_t found = 0;
+    cl_int last_err = CL_SUCCESS;
     for (cl_uint p = 0; p < np; p++) {
-        cl_device_id devs[LF_MAX_DEVICES];
-        cl_uint nd = 0;
-        if (clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, LF_MAX_DEVICES, devs, &nd) != CL_SUCCESS)
-            continue; /* a platform without devices is not an error */
-        if (nd > LF_MAX_DEVICES) nd = LF_MAX_DEVICES;
-        for (cl_uint d = 0; d < nd; d++, found++) {
-            if (found >= capacity) continue;
-            lf__device_query(platforms[p], devs[d], &out[found]);
-            out[found].platform_index = p;
-            out[found].device_index = d;
-        }
+        cl_int e;
+        bool room = found < capacity;
+        found += platform_devices(platforms[p], p, room ? out + found : NULL, room ? capacity - found : 0, &e);
+        if (e != CL_SUCCESS) last_err = e;
     }
     *count = found;
     if (found == 0)
-        return lf__fail_buf(errbuf, errbuf_size, LF_ERR_NO_DEVICE, "no OpenCL device found on %u platform(s)", np);
+        return lf__fail_buf(errbuf, errbuf_size, last_err == CL_OUT_OF_HOST_MEMORY ? LF_ERR_OUT_OF_MEMORY : LF_ERR_NO_DEVICE,
+                            "no OpenCL device found on %u platform(s) (clGetDeviceIDs: %s)%s", np,
+                            lf_cl_error_string(last_err), limit_note(note, sizeof note));
     return LF_OK;
 }
 

@@ -72,6 +72,13 @@ void lf__release(cl_mem *mem);
 lf_status lf__reserve(lf_context *ctx, cl_mem *mem, size_t *capacity, size_t bytes,
                       const char *what);
 
+/* ---- Host memory of CPU devices (host_memory.c) ---- */
+/* LF_ERR_OUT_OF_MEMORY naming the sizes when `bytes` more of host memory is
+ * over what RLIMIT_AS leaves (less the driver's share) or the machine has. */
+lf_status lf__host_memory_check(lf_context *ctx, size_t bytes, const char *what);
+/* The soft RLIMIT_AS in bytes, 0 when unlimited. */
+size_t lf__address_space_limit(void);
+
 /* ---- Event tracking for timings (context.c) ---- */
 /* A forward records the event of each command it enqueues, with the name of
  * its stage; lf__event() gives the slot the next enqueue fills and

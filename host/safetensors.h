@@ -53,21 +53,4 @@ lf_status lf_st_to_f32(const lf_st_tensor *t, float *out, char *msg, size_t msg_
  * Another dtype gives LF_ERR_FORMAT naming the tensor. */
 lf_status lf_st_to_i64(const lf_st_tensor *t, int64_t *out, char *msg, size_t msg_size);
 
-/* A tensor to write: f32 or i32 data given by the caller. */
-typedef struct {
-    const char *name;
-    lf_st_dtype dtype; /* LF_ST_F32 or LF_ST_I32 */
-    int ndim;
-    const int64_t *shape;
-    const void *data;
-} lf_st_out;
-
-/* Writes tensors (and optional string metadata pairs, meta_kv[2i] -> meta_kv[2i+1])
- * to `path`, atomically: "path.tmp.<pid>" is written, then renamed into place.
- * Bad tensors (dtype, shape, repeated name) give LF_ERR_ARGUMENT; LF_ERR_IO when
- * the file cannot be written. */
-lf_status lf_st_write(const char *path, const lf_st_out *tensors, size_t count,
-                      const char *const *meta_kv, size_t meta_pairs, char *msg,
-                      size_t msg_size);
-
 #endif

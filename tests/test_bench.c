@@ -1,7 +1,8 @@
 /*
  * test_bench.c - `linformer bench`: flop and byte counts against hand-computed
- * numbers, the CSV writer's exact text, option parsing, the plot data, and one
- * tiny end-to-end run of the program. No test asserts a time.
+ * numbers, the CSV writer's exact text, option parsing, the plot data, a bench
+ * point against the double-precision reference, and tiny end-to-end runs of
+ * the program. No test asserts a time.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -14,11 +15,13 @@
 
 #include "bench.h"
 #include "bench_count.h"
+#include "bench_data.h"
 #include "bench_options.h"
 #include "bench_output.h"
 #include "bench_paper.h"
 #include "bench_plot.h"
 #include "helpers.h"
+#include "reference.h"
 
 /* ---- Counting ---- */
 
@@ -111,7 +114,6 @@ static bench_row sample_row(void)
     r.softmax_flops = 5000;
     r.bytes_moved = 4096;
     r.device_bytes = 65536;
-    r.rel_err = 1.5e-7;
     r.vs_exact = 0.25;
     r.xdev = NAN;
     r.status = BENCH_OK;
@@ -138,15 +140,20 @@ Test(csv, two_rows_exact_text)
     b.k = 0;
     b.status = BENCH_OOM;
     b.ms_median = b.ms_min = b.ms_max = b.gflops = NAN;
-    b.rel_err = b.vs_exact = b.xdev = NAN;
-    cr_assert(bench_results_add(&res, &a) && bench_results_add(&res, &b));
+    b.vs_exact = b.xdev = NAN;
+    bench_row c = b; /* a layer that could not even be created: no counts */
+    strcpy(c.device_name, "Some GPU");
+    c.mode = LF_MODE_FLASH;
+    c.flops = c.softmax_flops = c.bytes_moved = 0;
+    cr_assert(bench_results_add(&res, &a) && bench_results_add(&res, &b) && bench_results_add(&res, &c));
     char *text = csv_text(&res);
     const char *want =
         "device,device_name,mode,n,k,batch,heads,d_model,ms_median,ms_min,ms_max,gflops,flops,softmax_flops,"
-        "bytes_moved,device_bytes,rel_err,vs_exact,xdev,status\n"
+        "bytes_moved,device_bytes,vs_exact,xdev,status\n"
         "0:1,Some GPU,linformer,1024,128,1,8,512,1.5000,1.2500,2.0000,123.457,1000000,5000,4096,65536,"
-        "1.500e-07,2.500e-01,,ok\n"
-        "0:1,\"Dev, \"\"quoted\"\"\",dense,1024,0,1,8,512,,,,,1000000,5000,4096,,,,,OOM\n";
+        "2.500e-01,,ok\n"
+        "0:1,\"Dev, \"\"quoted\"\"\",dense,1024,0,1,8,512,,,,,1000000,5000,4096,,,,OOM\n"
+        "0:1,Some GPU,flash,1024,0,1,8,512,,,,,,,,,,,OOM\n";
     cr_expect_str_eq(text, want);
     free(text);
     bench_results_free(&res);
@@ -200,8 +207,8 @@ Test(options, good)
     bench_options o;
     char err[512] = "";
     const char *args[] = {"--n", "512,1024", "--k", "64", "--d-model", "128", "--heads", "4", "--batch", "2",
-                          "--modes", "linformer,flash", "--repeat", "7", "--warmup=0", "--seed", "9",
-                          "--ref-limit", "1e6", "--device", "all", "--csv", "a.csv", "--json", "a.json",
+                          "--modes", "linformer,flash", "--repeat", "7", "--warmup=0", "--seed",
+                          "18446744073709551615", "--device", "all", "--csv", "a.csv", "--json", "a.json",
                           "--plot", "a.png", NULL};
     cr_assert_eq(parse(&o, err, sizeof err, args), 0, "%s", err);
     cr_expect_eq(o.n_count, 2);
@@ -209,7 +216,7 @@ Test(options, good)
     cr_expect(o.k_count == 1 && o.ks[0] == 64);
     cr_expect(o.d_model == 128 && o.heads == 4 && o.batch == 2 && o.repeat == 7 && o.warmup == 0);
     cr_expect(o.modes[LF_MODE_LINFORMER] && !o.modes[LF_MODE_DENSE] && o.modes[LF_MODE_FLASH]);
-    cr_expect(o.seed == 9 && o.ref_limit == 1e6);
+    cr_expect(o.seed == UINT64_MAX);
     cr_expect_str_eq(o.device, "all");
     cr_expect_str_eq(o.csv, "a.csv");
     cr_expect_str_eq(o.json, "a.json");
@@ -217,24 +224,28 @@ Test(options, good)
     cr_expect(!o.help && !o.quick);
 }
 
-Test(options, defaults_range_and_quick)
+Test(options, defaults_range_quick_and_full)
 {
     bench_options o;
     char err[512] = "";
     const char *none[] = {NULL};
     cr_assert_eq(parse(&o, err, sizeof err, none), 0, "%s", err);
-    cr_expect_eq(o.n_count, 0, "the n range waits for the devices");
+    cr_expect(o.n_count == 4 && o.ns[0] == 512 && o.ns[3] == 4096, "the default sweep is README's: %d", o.n_count);
     cr_expect(o.k_count == 2 && o.ks[0] == 128 && o.ks[1] == 256);
     cr_expect(o.d_model == 512 && o.heads == 8 && o.batch == 1 && o.repeat == 5 && o.warmup == 1);
     cr_expect(o.modes[0] && o.modes[1] && o.modes[2]);
     cr_expect_null(o.device);
+
+    const char *full[] = {"--full", NULL};
+    cr_assert_eq(parse(&o, err, sizeof err, full), 0, "%s", err);
+    cr_expect_eq(o.n_count, 0, "--full's range waits for the devices");
     bench_options_default_ns(&o, false);
     cr_expect(o.n_count == 6 && o.ns[0] == 512 && o.ns[5] == 16384);
     o.n_count = 0;
     bench_options_default_ns(&o, true);
     cr_expect(o.n_count == 8 && o.ns[7] == 65536);
 
-    const char *range[] = {"--n=256..2048", NULL};
+    const char *range[] = {"--n=256..2048", "--full", NULL};
     cr_assert_eq(parse(&o, err, sizeof err, range), 0, "%s", err);
     cr_expect(o.n_count == 4 && o.ns[0] == 256 && o.ns[3] == 2048);
     bench_options_default_ns(&o, true);
@@ -242,7 +253,8 @@ Test(options, defaults_range_and_quick)
 
     const char *quick[] = {"--k", "16", "--quick", NULL};
     cr_assert_eq(parse(&o, err, sizeof err, quick), 0, "%s", err);
-    cr_expect(o.quick && o.n_count > 0 && o.repeat == 3);
+    cr_expect(o.quick && o.n_count == 3 && o.ns[2] == 2048 && o.repeat == 3);
+    cr_expect(o.d_model == 512 && o.heads == 8, "--quick keeps README's layer");
     cr_expect(o.k_count == 1 && o.ks[0] == 16, "an explicit option beats --quick");
 
     const char *help[] = {"--help", NULL};
@@ -253,9 +265,9 @@ Test(options, defaults_range_and_quick)
 Test(options, each_bad_option_is_named)
 {
     static const struct {
-        const char *args[4];
+        const char *args[5];
         const char *named;
-    } bad[] = {
+    } bad[] = { /* each message names the option, and the limit where there is one */
         {{"--n", "abc"}, "--n"},           {{"--n", "0"}, "--n"},
         {{"--n", "1,x"}, "--n"},           {{"--n", "4..2"}, "--n"},
         {{"--n", ""}, "--n"},              {{"--k", "-1"}, "--k"},
@@ -263,7 +275,10 @@ Test(options, each_bad_option_is_named)
         {{"--batch", "0"}, "--batch"},     {{"--modes", "sparse"}, "--modes"},
         {{"--modes", "linformer,foo"}, "--modes"}, {{"--repeat", "0"}, "--repeat"},
         {{"--warmup", "-1"}, "--warmup"},  {{"--seed", "-3"}, "--seed"},
-        {{"--ref-limit", "lots"}, "--ref-limit"}, {{"--bogus"}, "--bogus"},
+        {{"--k", "99999999"}, "16777216"}, {{"--bogus"}, "--bogus"},
+        {{"--warmup", "2147483647"}, "100000"}, {{"--repeat", "1000000000"}, "100000"},
+        {{"--n", "5", "--n", "6"}, "--n is given twice"}, {{"--quick", "--full"}, "--full"},
+        {{"--plot", ""}, "--plot"},        {{"--seed", "18446744073709551616"}, "--seed"},
         {{"--bogus=1"}, "--bogus"},        {{"--n"}, "--n"},
         {{"--csv"}, "--csv"},              {{"--heads", "3"}, "--heads"}, /* 3 does not divide 512 */
     };
@@ -304,35 +319,52 @@ static void field(const char *line, int col, char *out, size_t size)
     out[len] = 0;
 }
 
-Test(program, tiny_sweep_writes_every_mode, .timeout = 600)
+/* A folder of its own for a test's files. */
+static void temp_dir(char *dir)
 {
-    char path[] = "/tmp/lf_bench_csv_XXXXXX";
-    int fd = mkstemp(path);
-    cr_assert(fd >= 0);
-    close(fd);
-    char cmd[1024], log[8192];
-    snprintf(cmd, sizeof cmd, "%s bench --n 16,32 --k 8 --d-model 32 --heads 2 --repeat 1 --csv %s", LF_TOOL_PATH,
-             path);
+    strcpy(dir, "/tmp/lf_bench_XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+}
+
+static void remove_dir(const char *dir)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0);
+}
+
+#define TINY "--n 16,32 --k 8 --d-model 32 --heads 2 --repeat 1"
+
+Test(program, tiny_sweep_writes_every_file, .timeout = 600)
+{
+    char dir[64], cmd[2048], log[8192], path[128];
+    temp_dir(dir);
+    snprintf(cmd, sizeof cmd, "%s bench " TINY " --seed 18446744073709551615 --csv %s/a.csv --json %s/a.json "
+             "--plot %s/a.svg", LF_TOOL_PATH, dir, dir, dir);
     int rc = lf_test_system(cmd, log, sizeof log);
     cr_assert_eq(rc, 0, "%s failed (%d):\n%s", cmd, rc, log);
-    cr_expect(strstr(log, "linformer") && strstr(log, "vs_exact"), "no table on stdout:\n%s", log);
+    cr_expect(strstr(log, "linformer") && strstr(log, "vs_exact") && strstr(log, "random"),
+              "no table, or no word on vs_exact, on stdout:\n%s", log);
 
+    snprintf(path, sizeof path, "%s/a.csv", dir);
     char *csv = slurp(path);
-    unlink(path);
     int seen[3][2] = {{0}}; /* mode x n */
     const char *line = strchr(csv, '\n');
     cr_assert(line != NULL && strncmp(csv, "device,device_name,mode,n,k,", 28) == 0, "bad header:\n%s", csv);
     for (line++; *line; line = strchr(line, '\n') + 1) {
-        char mode[32], n[16], ms[32], status[16];
+        char mode[32], n[16], ms[32], vs[32], status[16];
         field(line, 2, mode, sizeof mode);
         field(line, 3, n, sizeof n);
         field(line, 8, ms, sizeof ms);
-        field(line, 19, status, sizeof status);
+        field(line, 16, vs, sizeof vs);
+        field(line, 18, status, sizeof status);
         lf_mode m;
         cr_assert_eq(lf_mode_parse(mode, &m), LF_OK, "unknown mode \"%s\" in:\n%s", mode, csv);
         char *end;
         double t = strtod(ms, &end);
         cr_expect(end != ms && *end == 0 && isfinite(t) && t > 0, "ms_median \"%s\" is not a time", ms);
+        if (m == LF_MODE_FLASH) cr_expect(strtod(vs, NULL) < 1e-5, "flash against dense: \"%s\"", vs);
+        if (m == LF_MODE_LINFORMER) cr_expect(strtod(vs, NULL) > 0, "Linformer against exact: \"%s\"", vs);
         cr_expect_str_eq(status, "ok");
         seen[m][strcmp(n, "32") == 0]++;
         if (!strchr(line, '\n')) break;
@@ -341,6 +373,16 @@ Test(program, tiny_sweep_writes_every_mode, .timeout = 600)
         for (int i = 0; i < 2; i++)
             cr_expect_eq(seen[m][i], 1, "%s at n=%d: %d rows", lf_mode_name((lf_mode)m), 16 << i, seen[m][i]);
     free(csv);
+
+    snprintf(path, sizeof path, "%s/a.json", dir);
+    char *json = slurp(path);
+    cr_expect(strstr(json, "\"seed\":\t\"18446744073709551615\"") != NULL, "the seed is exact:\n%.400s", json);
+    free(json);
+    snprintf(path, sizeof path, "%s/a.svg", dir);
+    char *svg = slurp(path);
+    cr_expect(strncmp(svg, "<?xml", 5) == 0 && strstr(svg, "<svg"), "--plot a.svg draws SVG: %.40s", svg);
+    free(svg);
+    remove_dir(dir);
 }
 
 Test(program, bad_option_fails_naming_it)
@@ -349,4 +391,82 @@ Test(program, bad_option_fails_naming_it)
     snprintf(cmd, sizeof cmd, "%s bench --modes sparse", LF_TOOL_PATH);
     cr_expect_eq(lf_test_system(cmd, log, sizeof log), 2);
     cr_expect(strstr(log, "--modes") && strstr(log, "sparse"), "%s", log);
+}
+
+/* What cannot work is refused before the first point is measured. */
+Test(program, refuses_before_the_sweep, .timeout = 600)
+{
+    static const struct {
+        const char *args, *named;
+    } bad[] = {
+        {TINY " --csv /nonexistent/a.csv", "/nonexistent/a.csv"},
+        {TINY " --plot /tmp/figure.gif", ".png, .svg or .pdf"},
+        /* within the options' limits, past the library's (k x n above 2^40) */
+        {"--n 16,16777216 --k 16777216 --d-model 32 --heads 2 --modes dense,linformer", "k=16777216"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char cmd[1024], log[8192];
+        snprintf(cmd, sizeof cmd, "%s bench %s", LF_TOOL_PATH, bad[i].args);
+        cr_expect_eq(lf_test_system(cmd, log, sizeof log), 1, "%s:\n%s", bad[i].args, log);
+        cr_expect(strstr(log, bad[i].named) != NULL, "%s: the message lacks %s:\n%s", bad[i].args, bad[i].named, log);
+        cr_expect(strstr(log, "[1/") == NULL, "%s: a point was measured first:\n%s", bad[i].args, log);
+    }
+}
+
+Test(program, failed_writes_fail_the_run, .timeout = 600)
+{
+    char dir[64], cmd[1024], log[8192], path[128];
+    temp_dir(dir);
+    snprintf(path, sizeof path, "%s/kept.csv", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs("old", f);
+    fclose(f);
+    /* the table cannot be written; the CSV is still replaced, the status says it failed */
+    snprintf(cmd, sizeof cmd, "(%s bench --n 16 --k 8 --d-model 32 --heads 2 --repeat 1 --modes flash --csv %s > /dev/full)",
+             LF_TOOL_PATH, path);
+    cr_expect_eq(lf_test_system(cmd, log, sizeof log), 1, "%s", log);
+    cr_expect(strstr(log, "standard output") && strstr(log, "No space left"), "%s", log);
+    char *csv = slurp(path);
+    cr_expect(strncmp(csv, "device,", 7) == 0, "%s", csv);
+    free(csv);
+    /* a CSV on a full device fails naming it */
+    snprintf(cmd, sizeof cmd, "%s bench --n 16 --k 8 --d-model 32 --heads 2 --repeat 1 --modes flash --csv /dev/full",
+             LF_TOOL_PATH);
+    cr_expect_eq(lf_test_system(cmd, log, sizeof log), 1, "%s", log);
+    cr_expect(strstr(log, "--csv") && strstr(log, "/dev/full") && strstr(log, "No space left"), "%s", log);
+    remove_dir(dir);
+}
+
+/* A bench point checked against the double-precision reference: the layer and
+ * input the bench measures, rebuilt from its own functions. */
+Test(program, bench_points_match_the_reference, .timeout = 600)
+{
+    bench_options o;
+    char err[512] = "";
+    const char *args[] = {"--n", "40", "--k", "12", "--d-model", "32", "--heads", "4", "--batch", "2", NULL};
+    cr_assert_eq(parse(&o, err, sizeof err, args), 0, "%s", err);
+    enum { N = 40, K = 12, COUNT = 2 * N * 32 };
+    bench_weights w;
+    cr_assert_eq(bench_weights_make(&o, &w), 0);
+    static float x[COUNT], y[COUNT], ef[2 * K * N];
+    static double ref[COUNT];
+    bench_input(&o, N, x);
+    lf_ref_random_projection(ef, 2 * K * N, o.seed, K); /* E then F, one stream, as the layer draws them */
+    const lf_ref_weights rw = {w.w[BENCH_WQ], w.w[BENCH_WK], w.w[BENCH_WV], w.w[BENCH_WO], w.w[BENCH_BQ],
+                               w.w[BENCH_BK], w.w[BENCH_BV], w.w[BENCH_BO], ef,           ef + K * N};
+    lf_context *ctx = lf_test_context();
+    for (int m = 0; m < 3; m++) {
+        lf_attention *layer = NULL;
+        cr_assert_eq(bench_layer_create(ctx, &o, (lf_mode)m, N, K, &w, &layer), LF_OK, "%s", lf_context_last_error(ctx));
+        cr_assert_eq(lf_attention_forward(layer, x, y, 2, N, NULL), LF_OK, "%s", lf_context_last_error(ctx));
+        lf_attention_free(layer);
+        lf_attention_config c = bench_layer_config(&o, (lf_mode)m, N, K);
+        lf_ref_resolve(&c);
+        lf_ref_attention(&c, &rw, NULL, x, 2, N, NULL, ref);
+        const double e = lf_test_rel_err(y, ref, COUNT);
+        cr_expect_leq(e, 1e-5, "%s: relative error %.3g", lf_mode_name((lf_mode)m), e);
+    }
+    lf_context_free(ctx);
+    bench_weights_free(&w);
 }

@@ -13,6 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "layer_case.h"
@@ -283,4 +286,140 @@ Test(limits_pocl, dense_at_the_allocation_limit, .timeout = 600)
     free(x), free(y);
     lf_attention_free(layer);
     lf_context_free(c);
+}
+
+/* ---- Under an address-space limit (ulimit -v) ----
+ * On a CPU device buffers are host memory. Each case runs in a child process
+ * (no OpenCL in the test's own process before the fork) that limits its own
+ * address space to what it uses plus `extra`, then reports its result through
+ * a pipe: a clean status with the sizes in the message, never a crash. */
+
+typedef struct {
+    int status; /* lf_status of the first failing step, LF_OK when all ran */
+    int cpu;    /* the device is a CPU: its buffers are the process's memory */
+    char msg[1024];
+} limited_result;
+
+static size_t address_space_now(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    cr_assert_not_null(f);
+    unsigned long pages = 0;
+    cr_assert_eq(fscanf(f, "%lu", &pages), 1);
+    fclose(f);
+    return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static void limit_to(size_t extra)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) != 0) _exit(90);
+    rl.rlim_cur = address_space_now() + extra;
+    if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(90);
+}
+
+/* In the child: a context opened without a limit, then `extra` more bytes
+ * allowed, then a layer and one forward at n. */
+static limited_result forward_limited(size_t extra, int n)
+{
+    limited_result r = {LF_OK, 0, ""};
+    lf_context *c = NULL;
+    if ((r.status = lf_context_create(NULL, &c, r.msg, sizeof r.msg)) != LF_OK) return r;
+    lf_device_info info;
+    lf_context_device_info(c, &info);
+    r.cpu = info.type == LF_DEVICE_CPU;
+    limit_to(extra);
+    lf_attention_config cfg;
+    lf_attention_config_init(&cfg, 512, 8, n, 256);
+    lf_attention *layer = NULL;
+    float *x = calloc((size_t)n * 512, sizeof *x), *y = calloc((size_t)n * 512, sizeof *y);
+    r.status = x && y ? lf_attention_create(c, &cfg, NULL, &layer) : LF_ERR_OUT_OF_MEMORY;
+    if (r.status == LF_OK) r.status = lf_attention_init_random(layer, 3);
+    if (r.status == LF_OK) r.status = lf_attention_forward(layer, x, y, 1, n, NULL);
+    snprintf(r.msg, sizeof r.msg, "%s", r.status == LF_OK ? "" : lf_context_last_error(c));
+    return r; /* the child exits: nothing to free */
+}
+
+/* In the child: the limit first, then the device list. */
+static limited_result list_limited(size_t extra)
+{
+    limited_result r = {LF_OK, 0, ""};
+    limit_to(extra);
+    size_t count = 0;
+    r.status = lf_devices_list(NULL, 0, &count, r.msg, sizeof r.msg);
+    return r;
+}
+
+/* AddressSanitizer maps terabytes of shadow memory and refuses an
+ * address-space limit: these cases mean nothing under it. */
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+#ifndef UNDER_ASAN
+#define UNDER_ASAN 0
+#endif
+
+/* Runs one case in a child; a crash or a hang fails the test. */
+static limited_result run_limited(int which, size_t extra, int n)
+{
+    if (UNDER_ASAN) cr_skip_test("an address-space limit does not apply under AddressSanitizer");
+    int fd[2];
+    cr_assert_eq(pipe(fd), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        close(fd[0]);
+        limited_result r = which ? list_limited(extra) : forward_limited(extra, n);
+        _exit(write(fd[1], &r, sizeof r) == (ssize_t)sizeof r ? 0 : 91);
+    }
+    close(fd[1]);
+    limited_result r;
+    memset(&r, 0, sizeof r);
+    ssize_t got = read(fd[0], &r, sizeof r);
+    close(fd[0]);
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child %s %d", WIFEXITED(status) ? "exited" : "died of signal",
+              WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+    cr_assert_eq(got, (ssize_t)sizeof r);
+    return r;
+}
+
+TestSuite(address_space, .timeout = 900);
+
+Test(address_space, too_little_room_is_refused_at_create)
+{
+    limited_result r = run_limited(0, (size_t)64 << 20, 4096);
+    if (!r.cpu) cr_skip_test("not a CPU device: its buffers are not the process's memory");
+    cr_expect_eq(r.status, LF_ERR_OUT_OF_MEMORY, "%s: %s", lf_status_string(r.status), r.msg);
+    cr_expect(strstr(r.msg, "RLIMIT_AS") && strstr(r.msg, "weights") && strstr(r.msg, "bytes"), "%s", r.msg);
+}
+
+Test(address_space, workspace_over_the_room_is_refused_at_forward)
+{
+    /* Room for the weights and the driver, not for n = 8192 rows of Q|K|V (48 MiB). */
+    limited_result r = run_limited(0, (size_t)(288 + 24) << 20, 8192);
+    if (!r.cpu) cr_skip_test("not a CPU device: its buffers are not the process's memory");
+    cr_expect_eq(r.status, LF_ERR_OUT_OF_MEMORY, "%s: %s", lf_status_string(r.status), r.msg);
+    cr_expect(strstr(r.msg, "RLIMIT_AS") && strstr(r.msg, "MiB"), "%s", r.msg);
+}
+
+Test(address_space, enough_room_runs)
+{
+    limited_result r = run_limited(0, (size_t)1 << 30, 512);
+    cr_expect_eq(r.status, LF_OK, "%s: %s", lf_status_string(r.status), r.msg);
+}
+
+Test(address_space, listing_says_what_failed)
+{
+    /* Too little room for the driver's libraries, or for its device query. */
+    limited_result r = run_limited(1, (size_t)32 << 20, 0);
+    cr_expect_neq(r.status, LF_OK, "the devices were listed in 32 MiB more");
+    cr_expect(strstr(r.msg, "clGetPlatformIDs: ") || strstr(r.msg, "clGetDeviceIDs: "), "no CL error named: %s", r.msg);
+    cr_expect(strstr(r.msg, "RLIMIT_AS"), "the limit is not named: %s", r.msg);
 }

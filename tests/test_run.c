@@ -1,5 +1,8 @@
 /* test_run.c - `linformer run` and lf_attention_load on real safetensors files. */
+#define _POSIX_C_SOURCE 200809L
 #include <criterion/criterion.h>
+#include <dirent.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +11,7 @@
 #include "helpers.h"
 #include "reference.h"
 #include "safetensors.h"
+#include "st_write.h"
 
 enum { D = 24, H = 3, DH = 8, SEQ = 40, K = 6, B = 3, N = 37 };
 
@@ -35,16 +39,16 @@ static void path(char *out, const char *name) { sprintf(out, "%s/%s", dir, name)
 static void write_model(const lucid *m, const char *file, bool heads_meta, const char *extra)
 {
     const int64_t sq[2] = {H * DH, D}, sp[2] = {SEQ, K}, so[2] = {D, H * DH}, sb[1] = {D};
-    lf_st_out t[8] = {{"to_q.weight", LF_ST_F32, 2, sq, m->wq}, {"to_k.weight", LF_ST_F32, 2, sq, m->wk},
-                      {"to_v.weight", LF_ST_F32, 2, sq, m->wv}, {"proj_k", LF_ST_F32, 2, sp, m->pk},
-                      {"proj_v", LF_ST_F32, 2, sp, m->pv},      {"to_out.weight", LF_ST_F32, 2, so, m->wo},
-                      {"to_out.bias", LF_ST_F32, 1, sb, m->bo}};
+    st_tensor t[8] = {{"to_q.weight", ST_F32, 2, sq, m->wq}, {"to_k.weight", ST_F32, 2, sq, m->wk},
+                      {"to_v.weight", ST_F32, 2, sq, m->wv}, {"proj_k", ST_F32, 2, sp, m->pk},
+                      {"proj_v", ST_F32, 2, sp, m->pv},      {"to_out.weight", ST_F32, 2, so, m->wo},
+                      {"to_out.bias", ST_F32, 1, sb, m->bo}};
     size_t count = 7;
-    if (extra) t[count++] = (lf_st_out){extra, LF_ST_F32, 1, sb, m->bo};
+    if (extra) t[count++] = (st_tensor){extra, ST_F32, 1, sb, m->bo};
     const char *meta[2] = {"heads", "3"};
     char p[128], msg[256];
     path(p, file);
-    cr_assert_eq(lf_st_write(p, t, count, meta, heads_meta ? 1 : 0, msg, sizeof msg), LF_OK, "%s", msg);
+    cr_assert_eq(st_save(p, t, count, meta, heads_meta ? 1 : 0, NULL, 0, msg, sizeof msg), 0, "%s", msg);
 }
 
 /* E = proj_k^T, as lucidrains' einsum('bnd,nk->bkd') uses it. */
@@ -71,10 +75,10 @@ Test(run, program_matches_reference)
     lf_test_fill(x, B * N * D, &rng, -1, 1);
     const int32_t lens[B] = {N, 11, 0};
     const int64_t sx[3] = {B, N, D}, sl[1] = {B};
-    const lf_st_out in[2] = {{"x", LF_ST_F32, 3, sx, x}, {"lengths", LF_ST_I32, 1, sl, lens}};
+    const st_tensor in[2] = {{"x", ST_F32, 3, sx, x}, {"lengths", ST_I32, 1, sl, lens}};
     char p[128], msg[256], cmd[1024], log[4096];
     path(p, "input.safetensors");
-    cr_assert_eq(lf_st_write(p, in, 2, NULL, 0, msg, sizeof msg), LF_OK, "%s", msg);
+    cr_assert_eq(st_save(p, in, 2, NULL, 0, NULL, 0, msg, sizeof msg), 0, "%s", msg);
     snprintf(cmd, sizeof cmd, "%s run --model %s/model.safetensors --input %s/input.safetensors --output %s/y.safetensors --repeat 2",
              LF_TOOL_PATH, dir, dir, dir);
     int rc = lf_test_system(cmd, log, sizeof log);
@@ -126,17 +130,17 @@ Test(run, loader_refuses_bad_models)
 
     /* a wrong shape and a missing tensor */
     const int64_t sq[2] = {H * DH, D}, bad[2] = {H * DH, D - 1}, sp[2] = {SEQ, K}, so[2] = {D, H * DH};
-    lf_st_out t[6] = {{"to_q.weight", LF_ST_F32, 2, sq, m.wq}, {"to_k.weight", LF_ST_F32, 2, bad, m.wk},
-                      {"proj_k", LF_ST_F32, 2, sp, m.pk}, {"to_out.weight", LF_ST_F32, 2, so, m.wo},
-                      {"to_v.weight", LF_ST_F32, 2, sq, m.wv}, {"proj_v", LF_ST_F32, 2, sp, m.pv}};
+    st_tensor t[6] = {{"to_q.weight", ST_F32, 2, sq, m.wq}, {"to_k.weight", ST_F32, 2, bad, m.wk},
+                      {"proj_k", ST_F32, 2, sp, m.pk}, {"to_out.weight", ST_F32, 2, so, m.wo},
+                      {"to_v.weight", ST_F32, 2, sq, m.wv}, {"proj_v", ST_F32, 2, sp, m.pv}};
     char p[128], msg[256];
     const char *meta[2] = {"heads", "3"};
     path(p, "shape.safetensors");
-    cr_assert_eq(lf_st_write(p, t, 6, meta, 1, msg, sizeof msg), LF_OK);
+    cr_assert_eq(st_save(p, t, 6, meta, 1, NULL, 0, msg, sizeof msg), 0);
     expect_load_error("shape.safetensors", 0, LF_ERR_FORMAT, "to_k.weight");
     t[1].shape = sq;
     path(p, "nopv.safetensors"); /* the same, proj_v left out */
-    cr_assert_eq(lf_st_write(p, t, 5, meta, 1, msg, sizeof msg), LF_OK);
+    cr_assert_eq(st_save(p, t, 5, meta, 1, NULL, 0, msg, sizeof msg), 0);
     expect_load_error("nopv.safetensors", 0, LF_ERR_FORMAT, "proj_v");
 }
 
@@ -151,4 +155,216 @@ Test(run, program_reports_bad_input)
     cr_expect(strstr(log, "fast") != NULL, "%s", log);
     snprintf(cmd, sizeof cmd, "%s run --help", LF_TOOL_PATH);
     cr_expect_eq(lf_test_system(cmd, log, sizeof log), 0);
+}
+
+/* ---- The program on the PyTorch fixture `plain` (x and the expected y) ---- */
+
+#define PLAIN LF_SOURCE_DIR "/tests/data/pytorch/plain"
+
+/* `linformer run` on the fixture with extra arguments; its exit status, output in log. */
+static int run_plain(const char *args, char *log, size_t size)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s run --model %s.model.safetensors --input %s.io.safetensors %s", LF_TOOL_PATH, PLAIN,
+             PLAIN, args);
+    return lf_test_system(cmd, log, size);
+}
+
+/* Whether `file` is a safetensors file holding y [2, 48, 32], the fixture's output. */
+static bool holds_output(const char *file)
+{
+    lf_st_file f;
+    char msg[256];
+    if (lf_st_open(file, &f, msg, sizeof msg) != LF_OK) return false;
+    const lf_st_tensor *y = lf_st_find(&f, "y");
+    const bool ok = y && y->ndim == 3 && y->shape[0] == 2 && y->shape[1] == 48 && y->shape[2] == 32;
+    lf_st_close(&f);
+    return ok;
+}
+
+static void write_text(const char *file, const char *text, mode_t mode)
+{
+    FILE *f = fopen(file, "w");
+    cr_assert_not_null(f);
+    fputs(text, f);
+    cr_assert_eq(fclose(f), 0);
+    cr_assert_eq(chmod(file, mode), 0);
+}
+
+static bool has_text(const char *file, const char *text)
+{
+    char buf[256] = "";
+    FILE *f = fopen(file, "r");
+    if (!f) return false;
+    size_t got = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[got] = 0;
+    return strcmp(buf, text) == 0;
+}
+
+static int files_in(const char *folder)
+{
+    int n = 0;
+    DIR *d = opendir(folder);
+    for (struct dirent *e; d && (e = readdir(d));) n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    if (d) closedir(d);
+    return n;
+}
+
+Test(run, check_compares_with_the_inputs_y)
+{
+    char log[8192];
+    int rc = run_plain("--check", log, sizeof log);
+    cr_expect_eq(rc, 0, "%s", log);
+    cr_expect(strstr(log, "relative error") && strstr(log, "ok"), "%s", log);
+    cr_expect(strstr(log, "device 0:") != NULL, "the device is named: %s", log);
+    rc = run_plain("--check --tolerance 1e-12", log, sizeof log); /* float output: far above 1e-12 */
+    cr_expect_eq(rc, 1, "%s", log);
+    cr_expect(strstr(log, "FAILED") != NULL, "%s", log);
+}
+
+Test(run, extra_input_tensors_are_noted_and_ignored)
+{
+    static float x[2 * 48 * 32], extra[3];
+    const int64_t sx[3] = {2, 48, 32}, se[1] = {3};
+    const st_tensor in[2] = {{"x", ST_F32, 3, sx, x}, {"attention_mask", ST_F32, 1, se, extra}};
+    char p[128], msg[256], cmd[2048], log[8192];
+    path(p, "in.safetensors");
+    cr_assert_eq(st_save(p, in, 2, NULL, 0, NULL, 0, msg, sizeof msg), 0, "%s", msg);
+    snprintf(cmd, sizeof cmd, "%s run --model %s.model.safetensors --input %s --output %s/y.safetensors", LF_TOOL_PATH,
+             PLAIN, p, dir);
+    cr_expect_eq(lf_test_system(cmd, log, sizeof log), 0, "%s", log);
+    cr_expect(strstr(log, "attention_mask") != NULL, "the ignored tensor is named: %s", log);
+    path(p, "y.safetensors");
+    cr_expect(holds_output(p));
+}
+
+Test(run, heads_contradicting_the_metadata_is_an_error)
+{
+    char log[8192];
+    cr_expect_eq(run_plain("--heads 2 --check", log, sizeof log), 2, "%s", log);
+    cr_expect(strstr(log, "--heads 2") && strstr(log, "\"4\""), "both values are named: %s", log);
+    cr_expect_eq(run_plain("--heads 4 --check", log, sizeof log), 0, "agreeing: %s", log);
+}
+
+Test(run, output_replaces_a_symlinks_target_and_keeps_its_mode)
+{
+    char target[128], link[128], args[512], log[8192];
+    path(target, "kept.safetensors");
+    path(link, "link.safetensors");
+    write_text(target, "old", 0640);
+    cr_assert_eq(symlink("kept.safetensors", link), 0);
+    snprintf(args, sizeof args, "--output %s", link);
+    cr_assert_eq(run_plain(args, log, sizeof log), 0, "%s", log);
+    struct stat st;
+    cr_assert_eq(lstat(link, &st), 0);
+    cr_expect(S_ISLNK(st.st_mode), "the link stays a link");
+    cr_assert_eq(stat(target, &st), 0);
+    cr_expect_eq(st.st_mode & 0777, 0640, "mode %o", st.st_mode & 0777);
+    cr_expect(holds_output(target));
+    cr_expect_eq(files_in(dir), 2, "no temporary is left");
+}
+
+Test(run, output_fifo_is_written_not_replaced)
+{
+    char fifo[128], got[128], cmd[2048], log[8192];
+    path(fifo, "fifo");
+    path(got, "got.safetensors");
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    snprintf(cmd, sizeof cmd, "cat %s > %s & %s run --model %s.model.safetensors --input %s.io.safetensors --output %s; wait",
+             fifo, got, LF_TOOL_PATH, PLAIN, PLAIN, fifo);
+    cr_assert_eq(lf_test_system(cmd, log, sizeof log), 0, "%s", log);
+    struct stat st;
+    cr_assert_eq(lstat(fifo, &st), 0);
+    cr_expect(S_ISFIFO(st.st_mode), "the FIFO stays a FIFO");
+    cr_expect(holds_output(got), "the reader got the file");
+}
+
+/* A link planted where a predictable temporary (OUTPUT.tmp.PID) would go is
+ * never followed: the shell's $$ is the program's PID after exec. */
+Test(run, planted_temporary_link_is_not_followed)
+{
+    char victim[128], cmd[2048], log[8192];
+    path(victim, "victim");
+    write_text(victim, "secret", 0644);
+    snprintf(cmd, sizeof cmd, "cd %s && sh -c 'ln -s victim y.safetensors.tmp.$$ && exec %s run --model "
+             "%s.model.safetensors --input %s.io.safetensors --output y.safetensors'", dir, LF_TOOL_PATH, PLAIN, PLAIN);
+    cr_expect_eq(lf_test_system(cmd, log, sizeof log), 0, "%s", log);
+    cr_expect(has_text(victim, "secret"), "the file behind the link is untouched");
+    char out[128];
+    path(out, "y.safetensors");
+    cr_expect(holds_output(out));
+}
+
+Test(run, output_naming_an_input_is_refused)
+{
+    char alias[128], args[512], log[8192];
+    path(alias, "alias.safetensors");
+    cr_assert_eq(link(PLAIN ".io.safetensors", alias), 0); /* another name, the same inode */
+    snprintf(args, sizeof args, "--output %s", alias);
+    cr_expect_neq(run_plain(args, log, sizeof log), 0);
+    cr_expect(strstr(log, "is the input") != NULL, "%s", log);
+    cr_expect_neq(run_plain("--output " PLAIN ".model.safetensors", log, sizeof log), 0);
+    cr_expect(strstr(log, "is the input") != NULL, "%s", log);
+    cr_expect(holds_output(PLAIN ".io.safetensors"), "the fixture is intact");
+}
+
+Test(run, failed_write_leaves_the_old_file)
+{
+    enum { BIG = 1000 }; /* [1000, 48, 32] floats: a 6 MiB output */
+    static float x[BIG * 48 * 32];
+    const int64_t sx[3] = {BIG, 48, 32};
+    const st_tensor in = {"x", ST_F32, 3, sx, x};
+    char input[128], out[128], msg[256], cmd[2048], log[8192];
+    path(input, "big.safetensors");
+    cr_assert_eq(st_save(input, &in, 1, NULL, 0, NULL, 0, msg, sizeof msg), 0, "%s", msg);
+    path(out, "y.safetensors");
+    write_text(out, "old", 0644);
+    /* a file size limit of 2 to 4 MiB (512- or 1024-byte blocks): the output fails with EFBIG
+     * part way, while the OpenCL compiler's cache files still fit */
+    snprintf(cmd, sizeof cmd, "(ulimit -f 4000; trap '' XFSZ; exec %s run --model %s.model.safetensors "
+             "--input %s --output %s)", LF_TOOL_PATH, PLAIN, input, out);
+    cr_expect_eq(lf_test_system(cmd, log, sizeof log), 1, "%s", log);
+    cr_expect(strstr(log, "too large") != NULL, "the reason is given: %s", log);
+    cr_expect(has_text(out, "old"), "the old file is intact");
+    cr_expect_eq(files_in(dir), 2, "no temporary is left");
+    cr_expect_eq(run_plain("--output /dev/full", log, sizeof log), 1, "%s", log);
+    cr_expect(strstr(log, "/dev/full") && strstr(log, "No space left"), "%s", log);
+}
+
+Test(run, one_parser_for_every_option)
+{
+    char log[8192];
+    cr_expect_eq(run_plain("--check --repeat=2 --warmup 0", log, sizeof log), 0, "--opt=VALUE works: %s", log);
+    cr_expect_eq(run_plain("--check --repeat 2 --repeat 3", log, sizeof log), 2, "%s", log);
+    cr_expect(strstr(log, "--repeat is given twice") != NULL, "%s", log);
+    cr_expect_eq(run_plain("--check --repeat 1000000000", log, sizeof log), 2, "%s", log);
+    cr_expect(strstr(log, "1000000") && strstr(log, "1000000000"), "the limit is stated: %s", log);
+    cr_expect_eq(run_plain("--check stray", log, sizeof log), 2, "%s", log);
+    cr_expect(strstr(log, "stray") != NULL, "%s", log);
+}
+
+/* devices and bench parse as run does: --opt=VALUE, repeated options, stray arguments. */
+Test(run, every_command_parses_alike)
+{
+    static const struct {
+        const char *args;
+        int status;
+        const char *text;
+    } cases[] = {
+        {"devices --device=cpu", 0, "picks"},
+        {"devices --device cpu --device gpu", 2, "--device is given twice"},
+        {"devices stray", 2, "unexpected argument \"stray\""},
+        {"bench --repeat 2 --repeat 3", 2, "--repeat is given twice"},
+        {"bench --quick=1", 2, "--quick takes no value"},
+        {"run --mo x", 2, "ambiguous"},
+        {"devices --help > /dev/full", 1, "standard output"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[1024], log[8192];
+        snprintf(cmd, sizeof cmd, "(%s %s)", LF_TOOL_PATH, cases[i].args);
+        cr_expect_eq(lf_test_system(cmd, log, sizeof log), cases[i].status, "%s: %s", cases[i].args, log);
+        cr_expect(strstr(log, cases[i].text) != NULL, "%s: no \"%s\" in: %s", cases[i].args, cases[i].text, log);
+        if (cases[i].status == 2) cr_expect(strstr(log, "--help") != NULL, "%s: no pointer to --help", cases[i].args);
+    }
 }

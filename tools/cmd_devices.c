@@ -1,8 +1,8 @@
 /* cmd_devices.c - `linformer devices`: what OpenCL sees, and what a selector picks. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "linformer.h"
 
@@ -46,20 +46,15 @@ static void usage(FILE *out)
 
 int cmd_devices(int argc, char **argv)
 {
-    const char *sel = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage(stdout);
-            return 0;
-        } else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
-            sel = argv[++i];
-        } else {
-            fprintf(stderr, "linformer devices: unknown or incomplete option \"%s\"\n", argv[i]);
-            usage(stderr);
-            return 2;
-        }
+    static const cli_option options[] = {{"device", true}, {"help", false}};
+    const char *v[2];
+    char err[512];
+    if (cli_parse(argc, argv, options, 2, v, err, sizeof err) != 0) return cli_usage_error("devices", err);
+    if (v[1]) {
+        usage(stdout);
+        return 0;
     }
-    if (!sel) sel = getenv("LINFORMER_DEVICE");
+    const char *sel = v[0] ? v[0] : getenv("LINFORMER_DEVICE");
 
     char msg[4096] = "";
     size_t count = 0;

@@ -1,4 +1,5 @@
 /* main.c - the `linformer` program: dispatch to a subcommand. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -24,6 +25,17 @@ static void usage(FILE *out)
                  "The device comes from --device SEL or LINFORMER_DEVICE (see `linformer devices --help`).\n");
 }
 
+/* A command that succeeded fails when its standard output could not be written
+ * (a full disk, a closed pipe's EPIPE): its results did not arrive. */
+static int finish(int status)
+{
+    if ((fflush(stdout) != 0 || ferror(stdout)) && status == 0) {
+        fprintf(stderr, "linformer: writing to standard output failed: %s\n", strerror(errno));
+        return 1;
+    }
+    return status;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -39,7 +51,7 @@ int main(int argc, char **argv)
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+        if (strcmp(argv[1], commands[i].name) == 0) return finish(commands[i].run(argc - 1, argv + 1));
     fprintf(stderr, "linformer: unknown command \"%s\"\n\n", argv[1]);
     usage(stderr);
     return 2;

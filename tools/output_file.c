@@ -1,0 +1,183 @@
+/* output_file.c - atomic replacement of regular files, in-place writes to the rest. */
+#define _GNU_SOURCE /* fopencookie; realpath, fchown */
+#include "output_file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct output_file {
+    FILE *stream;     /* buffered on top of fd, through write_fd below */
+    int fd;
+    int error;        /* errno of the first failed write, which the stream's error flag does not keep */
+    char *path;       /* as given, for messages */
+    char *target;     /* what is replaced: the path, or where its symlink points */
+    char *temp;       /* the temporary beside target; NULL when writing in place */
+};
+
+/* The stream's writes: all of the buffer, and the first error remembered. */
+static ssize_t write_fd(void *cookie, const char *buf, size_t size)
+{
+    output_file *f = cookie;
+    size_t done = 0;
+    while (done < size) {
+        const ssize_t n = write(f->fd, buf + done, size - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            if (!f->error) f->error = n < 0 ? errno : EIO;
+            return done ? (ssize_t)done : -1;
+        }
+        done += (size_t)n;
+    }
+    return (ssize_t)done;
+}
+
+static int close_fd(void *cookie)
+{
+    output_file *f = cookie;
+    if (close(f->fd) != 0 && !f->error) f->error = errno;
+    return f->error ? -1 : 0;
+}
+
+/* A message naming the path; returns NULL for the callers' convenience. */
+static void *fail(char *err, size_t size, const char *path, const char *what)
+{
+    snprintf(err, size, "cannot write %s: %s", path, what);
+    return NULL;
+}
+
+static void discard(output_file *f)
+{
+    if (!f) return;
+    free(f->path);
+    free(f->target);
+    free(f->temp);
+    free(f);
+}
+
+/* The file a path leads to: a symlink is followed (its target is what changes). */
+static char *resolve(const char *path, char *err, size_t size)
+{
+    struct stat st;
+    char *real = lstat(path, &st) != 0 || !S_ISLNK(st.st_mode) ? strdup(path) : realpath(path, NULL);
+    if (!real) fail(err, size, path, errno == ENOENT ? "it is a symbolic link to a missing file" : strerror(errno));
+    return real;
+}
+
+/* Whether `st` is one of the inputs. */
+static const char *same_as_input(const struct stat *st, const char *const *inputs, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        struct stat in;
+        if (inputs[i] && stat(inputs[i], &in) == 0 && in.st_dev == st->st_dev && in.st_ino == st->st_ino)
+            return inputs[i];
+    }
+    return NULL;
+}
+
+/* An exclusive temporary ".NAME.XXXXXX" (mkostemp: O_EXCL, a random name) in the target's folder with `mode`. */
+static int make_temp(output_file *f, mode_t mode)
+{
+    char *copy1 = strdup(f->target), *copy2 = strdup(f->target);
+    int fd = -1;
+    if (copy1 && copy2) {
+        const char *dir = dirname(copy1), *base = basename(copy2);
+        size_t size = strlen(dir) + strlen(base) + 16;
+        if ((f->temp = malloc(size))) {
+            snprintf(f->temp, size, "%s/.%s.XXXXXX", dir, base);
+            fd = mkostemp(f->temp, O_CLOEXEC); /* a child (gnuplot) gets only what it is handed */
+        }
+    }
+    free(copy1);
+    free(copy2);
+    if (fd >= 0 && fchmod(fd, mode) != 0) {
+        close(fd);
+        unlink(f->temp);
+        fd = -1;
+    }
+    if (fd < 0) {
+        free(f->temp);
+        f->temp = NULL;
+    }
+    return fd;
+}
+
+static mode_t new_file_mode(void)
+{
+    const mode_t mask = umask(0);
+    umask(mask);
+    return 0666 & ~mask;
+}
+
+output_file *output_file_open(const char *path, const char *const *inputs, size_t count, char *err, size_t err_size)
+{
+    output_file *f = calloc(1, sizeof *f);
+    if (!f) return fail(err, err_size, path, "out of memory");
+    if (!(f->path = strdup(path))) return discard(f), fail(err, err_size, path, "out of memory");
+    if (!(f->target = resolve(path, err, err_size))) return discard(f), NULL;
+    struct stat st;
+    const bool exists = stat(f->target, &st) == 0;
+    if (!exists && errno != ENOENT) return discard(f), fail(err, err_size, path, strerror(errno));
+    const char *input = exists ? same_as_input(&st, inputs, count) : NULL;
+    if (input) {
+        snprintf(err, err_size, "cannot write %s: it is the input %s", path, input);
+        return discard(f), NULL;
+    }
+    if (exists && S_ISDIR(st.st_mode)) return discard(f), fail(err, err_size, path, strerror(EISDIR));
+    if (exists && S_ISREG(st.st_mode) && access(f->target, W_OK) != 0)
+        return discard(f), fail(err, err_size, path, strerror(errno));
+    int fd;
+    if (exists && !S_ISREG(st.st_mode)) { /* a device, FIFO or socket: written to, never replaced */
+        fd = open(f->target, O_WRONLY | O_NOCTTY | O_CLOEXEC);
+    } else {
+        fd = make_temp(f, exists ? st.st_mode & 07777 : new_file_mode());
+        /* the owner is kept where that is allowed (as root); elsewhere the file becomes the user's */
+        if (fd >= 0 && exists && fchown(fd, st.st_uid, st.st_gid) != 0) errno = 0;
+    }
+    f->fd = fd;
+    if (fd < 0 || !(f->stream = fopencookie(f, "w", (cookie_io_functions_t){.write = write_fd, .close = close_fd}))) {
+        const int e = errno;
+        if (fd >= 0) close(fd);
+        if (f->temp) unlink(f->temp);
+        return discard(f), fail(err, err_size, path, strerror(e));
+    }
+    return f;
+}
+
+FILE *output_file_stream(output_file *f) { return f->stream; }
+
+const char *output_file_path(const output_file *f) { return f->path; }
+
+int output_file_fd(output_file *f)
+{
+    fflush(f->stream);
+    return f->fd;
+}
+
+int output_file_commit(output_file *f, char *err, size_t err_size)
+{
+    bool ok = fflush(f->stream) == 0 && !ferror(f->stream);
+    if (ok && f->temp && fsync(f->fd) != 0) f->error = errno, ok = false;
+    if (fclose(f->stream) != 0) ok = false; /* closes fd; f->error says why */
+    if (ok && f->temp && rename(f->temp, f->target) != 0) f->error = errno, ok = false;
+    if (!ok) {
+        if (f->temp) unlink(f->temp);
+        fail(err, err_size, f->path, strerror(f->error ? f->error : EIO));
+    }
+    discard(f);
+    return ok ? 0 : -1;
+}
+
+void output_file_abort(output_file *f)
+{
+    if (!f) return;
+    fclose(f->stream);
+    if (f->temp) unlink(f->temp);
+    discard(f);
+}

@@ -1,0 +1,50 @@
+/*
+ * output_file.h - every file the program writes (run --output, bench --csv,
+ * --json, --plot and the plot's data and script) goes through here.
+ *
+ * A regular file (or one a symlink points to) is replaced atomically: the data
+ * goes to an exclusively created temporary beside it, is synced, and renamed
+ * over it, so a reader sees the old file or the new one and a failed write
+ * leaves the old one untouched. The existing file's mode is kept; a new file
+ * gets 0666 less the umask. A symlink's target is replaced, not the link.
+ * What is not a regular file (/dev/null, a FIFO, a terminal) is written to in
+ * place, never replaced. A path that names one of the inputs (same device and
+ * inode) is refused before anything is written.
+ */
+#ifndef LF_OUTPUT_FILE_H
+#define LF_OUTPUT_FILE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+typedef struct output_file output_file;
+
+/*
+ * Opens `path` for writing; `inputs` (count paths, may be NULL) are files the
+ * program reads, which the output must not be. Returns NULL with a message in
+ * err naming the path when it cannot be written.
+ */
+output_file *output_file_open(const char *path, const char *const *inputs, size_t count, char *err,
+                              size_t err_size);
+
+/* The stream to write to (buffered; errors are collected by output_file_commit). */
+FILE *output_file_stream(output_file *f);
+
+/* The path as given (valid until the file is committed or aborted). */
+const char *output_file_path(const output_file *f);
+
+/* The descriptor under the stream, flushed, for a child process to write into
+ * (gnuplot's figure); what it writes is committed like the stream's. */
+int output_file_fd(output_file *f);
+
+/*
+ * Flushes, syncs and puts the file in place, and frees f. Returns 0, or -1 with
+ * a message in err when any write failed (ENOSPC, EFBIG, EIO...); then the
+ * temporary is removed and a replaced file is left as it was.
+ */
+int output_file_commit(output_file *f, char *err, size_t err_size);
+
+/* Drops what was written (the temporary is removed) and frees f; NULL is fine. */
+void output_file_abort(output_file *f);
+
+#endif
