@@ -59,7 +59,9 @@ else
     done
 fi
 
-# run_one EXE: runs one test within the time left; prints its line; returns its status.
+# run_one EXE: runs one test within the time left and prints its line; sets
+# outcome to pass, fail or timeout. With --logs, Criterion's --verbose names
+# each test as it starts, so the log of a test that hangs says which one.
 run_one() {
     name=${1##*/}
     limit=$timeout
@@ -70,35 +72,38 @@ run_one() {
     t0=$(date +%s)
     rc=0
     if [ -n "$logs" ]; then
-        timeout -k 10 "$limit" "$1" --jobs 1 >"$logs/$name.log" 2>&1 || rc=$?
+        timeout -k 10 "$limit" "$1" --jobs 1 --verbose >"$logs/$name.log" 2>&1 || rc=$?
     else
         timeout -k 10 "$limit" "$1" --jobs 1 || rc=$?
     fi
     took=$(($(date +%s) - t0))
     case $rc in
-    0) echo "run-tests: PASS    $name (${took} s)" ;;
-    124 | 137) echo "run-tests: TIMEOUT $name (after ${limit} s)" ;;
-    *) echo "run-tests: FAIL    $name (exit $rc, ${took} s)" ;;
+    0) outcome=pass; echo "run-tests: PASS    $name (${took} s)" ;;
+    124 | 137) outcome=timeout; echo "run-tests: TIMEOUT $name (after ${limit} s)" ;;
+    *) outcome=fail; echo "run-tests: FAIL    $name (exit $rc, ${took} s)" ;;
     esac
     if [ "$rc" != 0 ] && [ -n "$logs" ]; then
         tail -n 25 "$logs/$name.log" | sed 's/^/    /'
     fi
-    return "$rc"
 }
 
 start=$(date +%s)
-passed=0 failed="" unrun=""
+passed=0 failed="" timedout="" unrun=""
 for exe in "$@"; do
+    name=${exe##*/}
     if [ ! -x "$exe" ]; then
-        failed="$failed ${exe##*/}(missing)"
+        failed="$failed $name(missing)"
     elif [ "$budget" -gt 0 ] && [ $(($(date +%s) - start)) -ge "$budget" ]; then
-        unrun="$unrun ${exe##*/}"
-    elif run_one "$exe"; then
-        passed=$((passed + 1))
+        unrun="$unrun $name"
     else
-        failed="$failed ${exe##*/}"
+        run_one "$exe"
+        case $outcome in
+        pass) passed=$((passed + 1)) ;;
+        fail) failed="$failed $name" ;;
+        timeout) timedout="$timedout $name" ;;
+        esac
     fi
 done
-echo "run-tests: $passed passed, failed:${failed:- none}, not run:${unrun:- none}" \
-    "($(($(date +%s) - start)) s, device ${LINFORMER_DEVICE:-default})"
-[ -z "$failed$unrun" ]
+echo "run-tests: $passed passed; failed:${failed:- none}; timed out:${timedout:- none};" \
+    "not run:${unrun:- none} ($(($(date +%s) - start)) s, device ${LINFORMER_DEVICE:-default})"
+[ -z "$failed$timedout$unrun" ]
