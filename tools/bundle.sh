@@ -55,8 +55,7 @@ done
 # ---- the libraries they load ----
 # glibc's own libraries are left to the system (see above).
 . "$root/tools/bundle/env.sh"
-elves=$(ls "$out"/libexec/linformer "$out"/tests/test_* "$out"/lib/liblinformer.so.*.*.*)
-ldd $elves | awk '$2 == "=>" { print $1, $3 }' | sort -u | while read -r soname path; do
+ldd "$out"/libexec/linformer "$out"/tests/test_* "$out"/lib/liblinformer.so.*.*.* | awk '$2 == "=>" { print $1, $3 }' | sort -u | while read -r soname path; do
     lf_glibc_lib "$soname" && continue
     if [ "$path" = "not" ]; then
         echo "bundle: $soname is not found on this machine (ldd)" >&2
@@ -83,14 +82,15 @@ newest() {
     shift
     objdump -T "$@" | grep '\*UND\*' | grep -o "(${family}_[0-9.]*)" | tr -d '()' | sort -u -V | tail -n 1
 }
-ours="$out/libexec/linformer $out/tests/test_* $(ls "$out"/lib/*.so*)"
-# shellcheck disable=SC2086 # file lists without spaces: the bundle's own names
+# the same, over the bundle's files but lib/compat/
+ours() {
+    newest "$1" "$out"/libexec/linformer "$out"/tests/test_* "$out"/lib/*.so*
+}
 {
-    echo "libstdc++.so.6 $(newest GLIBCXX $ours) $(newest CXXABI $ours)"
-    echo "libgcc_s.so.1 $(newest GCC $ours)"
+    echo "libstdc++.so.6 $(ours GLIBCXX) $(ours CXXABI)"
+    echo "libgcc_s.so.1 $(ours GCC)"
 } >"$out/lib/compat/needs"
-# shellcheck disable=SC2086
-glibc=$(newest GLIBC $ours | sed 's/^GLIBC_//')
+glibc=$(ours GLIBC | sed 's/^GLIBC_//')
 glibc_compat=$(newest GLIBC "$out"/lib/compat/*.so* | sed 's/^GLIBC_//')
 {
     echo "linformer bundle"

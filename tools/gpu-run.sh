@@ -64,12 +64,15 @@ step() {
 }
 
 # ---- 0. the machine ----
+vendors() {
+    ls -A /etc/OpenCL/vendors 2>/dev/null | tr '\n' ' '
+}
 {
     echo "date:    $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "kernel:  $(uname -srm)"
     echo "glibc:   $(getconf GNU_LIBC_VERSION 2>/dev/null || echo unknown)"
     cat "$bundle/BUNDLE"
-    echo "icd files: $(echo $(ls /etc/OpenCL/vendors 2>/dev/null))"
+    echo "icd files: $(vendors)"
     if command -v nvidia-smi >/dev/null; then
         timeout 20 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv || true
     fi
@@ -77,7 +80,7 @@ step() {
 if [ -n "${LINFORMER_ICD-}" ]; then
     note "driver: LINFORMER_ICD=$LINFORMER_ICD"
 elif lf_system_icds; then
-    note "driver: the system's .icd files: $(echo $(ls /etc/OpenCL/vendors 2>/dev/null))"
+    note "driver: the system's .icd files: $(vendors)"
 elif lib=$(lf_system_lib "${LF_GPU_DRIVER:-libnvidia-opencl.so.1}"); then
     export LINFORMER_ICD="$lib"
     note "driver: no .icd file; found $lib (LINFORMER_ICD)"
@@ -90,7 +93,7 @@ step devices "${LF_GPU_DEVICES_S:-30}" "$out/devices.log" \
     sh -c '"$1" devices && echo && "$1" devices --device "$LINFORMER_DEVICE"' sh "$tool"
 [ "$step_rc" = 0 ] || status=1
 name=$(sed -n 's/^selector .* picks [0-9]*:[0-9]* //p' "$out/devices.log" | head -n 1)
-slug=$(printf '%s' "${name:-$LINFORMER_DEVICE}" | tr 'A-Z' 'a-z' | sed 's/[^a-z0-9]\{1,\}/-/g; s/^-//; s/-$//')
+slug=$(printf '%s' "${name:-$LINFORMER_DEVICE}" | tr '[:upper:]' '[:lower:]' | sed 's/[^a-z0-9]\{1,\}/-/g; s/^-//; s/-$//')
 note "device: ${name:-not found} (selector \"$LINFORMER_DEVICE\"; files named $slug)"
 
 # ---- 2. the test suite ----
