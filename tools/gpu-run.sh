@@ -34,8 +34,7 @@ bundle=$(cd "$1" && pwd)
 [ -x "$bundle/bin/linformer" ] || { echo "gpu-run: $1 is not a bundle (tools/bundle.sh)" >&2; exit 2; }
 mkdir -p "$2"
 out=$(cd "$2" && pwd)
-LF_BUNDLE=$bundle
-. "$bundle/libexec/env.sh"
+. "$bundle/libexec/env.sh" # lf_system_icds, lf_system_lib
 tool=$bundle/bin/linformer
 export LINFORMER_DEVICE="${LINFORMER_DEVICE:-gpu}"
 summary=$out/summary.txt

@@ -1,6 +1,7 @@
 # Sourced by the bundle's scripts (bin/linformer, run-tests.sh, tools/gpu-run.sh)
-# with LF_BUNDLE set to the bundle's folder: the environment its programs need
-# on a machine that has an OpenCL driver and nothing else.
+# and by tools/bundle.sh: the environment the bundle's programs need on a
+# machine that has an OpenCL driver and nothing else. lf_compat_libs and
+# lf_bundle_env need LF_BUNDLE, the bundle's folder.
 #
 # OpenCL drivers: the bundled ICD loader (ocl-icd) reads the system's
 # /etc/OpenCL/vendors/*.icd files, as an installed program would. A driver that

@@ -13,7 +13,7 @@ usage() {
     cat >&2 <<'TEXT'
 usage: run-tests.sh [--icd LIB] [--logs DIR] [--timeout S] [--budget S] [TEST...]
   TEST        tests to run (test_device or device), instead of every one
-  --icd LIB   the OpenCL driver library, when the system has no .icd file for it
+  --icd LIB   (first) the OpenCL driver library, where the system has no .icd file
   --logs DIR  each test's output goes to DIR/TEST.log (its tail is printed on
               failure) instead of the terminal
   --timeout S one test's limit in seconds (default 1800, as under CTest)
