@@ -82,3 +82,21 @@ int lf_test_system(const char *cmd, char *log, size_t log_size)
     int rc = pclose(p);
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
+
+/* An environment variable when set and not empty, else the build's value. */
+static const char *env_or(const char *name, const char *built)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : built;
+}
+
+const char *lf_test_source_dir(void) { return env_or("LINFORMER_TEST_DATA", LF_BUILD_SOURCE_DIR); }
+
+const char *lf_test_tool(void) { return env_or("LINFORMER_TOOL", LF_BUILD_TOOL_PATH); }
+
+int lf_test_run_tool(const char *args, char *log, size_t log_size)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' %s", lf_test_tool(), args);
+    return lf_test_system(cmd, log, log_size);
+}

@@ -25,4 +25,16 @@ lf_context *lf_test_context(void);
 /* Runs a shell command, returns its exit status; output goes to `log` (may be NULL). */
 int lf_test_system(const char *cmd, char *log, size_t log_size);
 
+/* Where the tests find their data (the folder holding tests/data and tests/fuzz)
+ * and the linformer program: LINFORMER_TEST_DATA and LINFORMER_TOOL when set, so
+ * tests moved away from the source tree (tools/bundle.sh) still run; else the
+ * source tree and the program of the build they belong to. */
+const char *lf_test_source_dir(void);
+const char *lf_test_tool(void);
+#define LF_SOURCE_DIR lf_test_source_dir()
+#define LF_TOOL_PATH lf_test_tool()
+
+/* Runs the linformer program with `args` (shell words) through lf_test_system. */
+int lf_test_run_tool(const char *args, char *log, size_t log_size);
+
 #endif

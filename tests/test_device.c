@@ -448,7 +448,7 @@ static char tool_log[16384];
 Test(tool, devices_lists_the_device)
 {
     unsetenv("LINFORMER_DEVICE");
-    int rc = lf_test_system("'" LF_TOOL_PATH "' devices", tool_log, sizeof tool_log);
+    int rc = lf_test_run_tool("devices", tool_log, sizeof tool_log);
     cr_assert_eq(rc, 0, "exit %d, output:\n%s", rc, tool_log);
     size_t count = 0;
     lf_device_info *devs = real_list(&count);
@@ -471,7 +471,7 @@ Test(tool, devices_lists_the_device)
 Test(tool, devices_with_a_selector)
 {
     unsetenv("LINFORMER_DEVICE");
-    int rc = lf_test_system("'" LF_TOOL_PATH "' devices --device cpu", tool_log, sizeof tool_log);
+    int rc = lf_test_run_tool("devices --device cpu", tool_log, sizeof tool_log);
     size_t count = 0;
     lf_device_info *devs = real_list(&count);
     size_t cpu = 0;
@@ -498,7 +498,7 @@ Test(tool, devices_pocl_selector)
     size_t got = 99;
     cr_expect_eq(lf_devices_select("pocl", devs, count, &got, NULL, 0), LF_OK);
     cr_expect_eq(got, want);
-    int rc = lf_test_system("'" LF_TOOL_PATH "' devices --device pocl", tool_log, sizeof tool_log);
+    int rc = lf_test_run_tool("devices --device pocl", tool_log, sizeof tool_log);
     cr_expect_eq(rc, 0, "exit %d:\n%s", rc, tool_log);
     cr_expect_neq(strstr(tool_log, devs[want].device_name), NULL, "%s", tool_log);
     free(devs);
@@ -507,24 +507,24 @@ Test(tool, devices_pocl_selector)
 Test(tool, devices_unmatched_selector_fails)
 {
     unsetenv("LINFORMER_DEVICE");
-    int rc = lf_test_system("'" LF_TOOL_PATH "' devices --device no-such", tool_log, sizeof tool_log);
+    int rc = lf_test_run_tool("devices --device no-such", tool_log, sizeof tool_log);
     cr_expect_neq(rc, 0, "exit 0 for --device no-such:\n%s", tool_log);
     cr_expect_neq(strstr(tool_log, "no-such"), NULL, "output does not name no-such:\n%s", tool_log);
     /* The same through the environment variable. */
     setenv("LINFORMER_DEVICE", "no-such-either", 1);
-    rc = lf_test_system("'" LF_TOOL_PATH "' devices", tool_log, sizeof tool_log);
+    rc = lf_test_run_tool("devices", tool_log, sizeof tool_log);
     cr_expect_neq(rc, 0, "exit 0 for LINFORMER_DEVICE=no-such-either:\n%s", tool_log);
     cr_expect_neq(strstr(tool_log, "no-such-either"), NULL, "%s", tool_log);
 }
 
 Test(tool, devices_help)
 {
-    int rc = lf_test_system("'" LF_TOOL_PATH "' devices --help", tool_log, sizeof tool_log);
+    int rc = lf_test_run_tool("devices --help", tool_log, sizeof tool_log);
     cr_expect_eq(rc, 0, "exit %d:\n%s", rc, tool_log);
     cr_expect_neq(strstr(tool_log, "usage"), NULL, "%s", tool_log);
-    rc = lf_test_system("'" LF_TOOL_PATH "' --help", tool_log, sizeof tool_log);
+    rc = lf_test_run_tool("--help", tool_log, sizeof tool_log);
     cr_expect_eq(rc, 0, "exit %d:\n%s", rc, tool_log);
     cr_expect_neq(strstr(tool_log, "devices"), NULL, "%s", tool_log);
-    rc = lf_test_system("'" LF_TOOL_PATH "' devices --bogus-option", tool_log, sizeof tool_log);
+    rc = lf_test_run_tool("devices --bogus-option", tool_log, sizeof tool_log);
     cr_expect_neq(rc, 0, "exit 0 for an unknown option:\n%s", tool_log);
 }

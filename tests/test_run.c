@@ -159,7 +159,16 @@ Test(run, program_reports_bad_input)
 
 /* ---- The program on the PyTorch fixture `plain` (x and the expected y) ---- */
 
-#define PLAIN LF_SOURCE_DIR "/tests/data/pytorch/plain"
+/* The fixture's path with `suffix`; a few calls may be used at once. */
+static const char *plain(const char *suffix)
+{
+    static char paths[4][4200];
+    static int next;
+    char *p = paths[next++ % 4];
+    snprintf(p, sizeof paths[0], "%s/tests/data/pytorch/plain%s", LF_SOURCE_DIR, suffix);
+    return p;
+}
+#define PLAIN plain("")
 
 /* `linformer run` on the fixture with extra arguments; its exit status, output in log. */
 static int run_plain(const char *args, char *log, size_t size)
@@ -298,15 +307,16 @@ Test(run, planted_temporary_link_is_not_followed)
 
 Test(run, output_naming_an_input_is_refused)
 {
-    char alias[128], args[512], log[8192];
+    char alias[128], args[4300], log[8192];
     path(alias, "alias.safetensors");
-    cr_assert_eq(link(PLAIN ".io.safetensors", alias), 0); /* another name, the same inode */
+    cr_assert_eq(link(plain(".io.safetensors"), alias), 0); /* another name, the same inode */
     snprintf(args, sizeof args, "--output %s", alias);
     cr_expect_neq(run_plain(args, log, sizeof log), 0);
     cr_expect(strstr(log, "is the input") != NULL, "%s", log);
-    cr_expect_neq(run_plain("--output " PLAIN ".model.safetensors", log, sizeof log), 0);
+    snprintf(args, sizeof args, "--output %s", plain(".model.safetensors"));
+    cr_expect_neq(run_plain(args, log, sizeof log), 0);
     cr_expect(strstr(log, "is the input") != NULL, "%s", log);
-    cr_expect(holds_output(PLAIN ".io.safetensors"), "the fixture is intact");
+    cr_expect(holds_output(plain(".io.safetensors")), "the fixture is intact");
 }
 
 Test(run, failed_write_leaves_the_old_file)

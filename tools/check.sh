@@ -9,5 +9,6 @@ tools/setup.sh
 # One test process at a time: each uses every core through the OpenCL device.
 export CRITERION_JOBS=1
 ctest --test-dir build --output-on-failure
+tools/check-bundle.sh
 tests/consumer/check.sh
 tools/check-robustness.sh

@@ -1,0 +1,139 @@
+#!/bin/sh
+# The GPU run of a bundle (tools/bundle.sh) on a machine that has the GPU's
+# driver and nothing else, each step time-boxed so one hang cannot eat the
+# machine's time, everything logged into OUTDIR:
+#   0. the machine: glibc, the driver (nvidia-smi), the OpenCL .icd files; when
+#      there are none, the driver's library (libnvidia-opencl.so.1) is searched
+#      for and named with LINFORMER_ICD
+#   1. linformer devices, and which device the selector picks
+#   2. the bundle's test suite on that device (run-tests.sh, one log per test)
+#   3. linformer bench over n x k, d_model 512, 8 heads: DEVICE.csv, DEVICE.json,
+#      DEVICE.png named after the device (without gnuplot on the machine, the
+#      plot's data and script: summary.txt says how to draw it)
+#   4. with LF_GPU_TUNE=1 and a `linformer tune` command: tune, and step 3 again
+#      into DEVICE-tuned.*
+# summary.txt has one line per step; the exit status is non-zero if a step failed.
+#
+# usage: tools/gpu-run.sh BUNDLE OUTDIR
+# Environment (defaults in brackets):
+#   LINFORMER_DEVICE  the device selector [gpu]
+#   LINFORMER_ICD     the driver library, instead of the .icd files or the search
+#   LF_GPU_DRIVER     the library searched for [libnvidia-opencl.so.1]
+#   LF_GPU_N          bench sequence lengths [512..65536]
+#   LF_GPU_K          bench compressed lengths [128,256]
+#   LF_GPU_TESTS      tests to run, space-separated (test_device or device) [all]
+#   LF_GPU_DEVICES_S, LF_GPU_TESTS_S, LF_GPU_TEST_S, LF_GPU_BENCH_S, LF_GPU_TUNE_S
+#                     time boxes in seconds: devices [30], the test suite [150],
+#                     one test [60], one bench sweep [150], tune [120]
+set -eu
+if [ $# -ne 2 ]; then
+    sed -n '/^# usage:/,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
+    exit 2
+fi
+bundle=$(cd "$1" && pwd)
+[ -x "$bundle/bin/linformer" ] || { echo "gpu-run: $1 is not a bundle (tools/bundle.sh)" >&2; exit 2; }
+mkdir -p "$2"
+out=$(cd "$2" && pwd)
+. "$bundle/libexec/env.sh" # lf_system_icds, lf_system_lib
+tool=$bundle/bin/linformer
+export LINFORMER_DEVICE="${LINFORMER_DEVICE:-gpu}"
+summary=$out/summary.txt
+: >"$summary"
+status=0
+
+# note TEXT: a line in the summary and on the terminal
+note() {
+    echo "gpu-run: $*" | tee -a "$summary" >&2
+}
+# step NAME SECONDS LOG CMD...: runs CMD under a time limit, output into LOG;
+# SIGINT first (bench stops and still writes what it measured), KILL 30 s later.
+# Notes the outcome; sets step_rc to CMD's exit status.
+step() {
+    name=$1 limit=$2 log=$3
+    shift 3
+    t0=$(date +%s)
+    step_rc=0
+    timeout -s INT -k 30 "$limit" "$@" >"$log" 2>&1 || step_rc=$?
+    took=$(($(date +%s) - t0))
+    case $step_rc in
+    0) note "$name: ok (${took} s)" ;;
+    124 | 137) note "$name: TIMED OUT after ${limit} s (log: ${log#"$out"/})" ;;
+    *) note "$name: exit $step_rc (${took} s; log: ${log#"$out"/})" ;;
+    esac
+}
+
+# ---- 0. the machine ----
+vendors() {
+    ls -A /etc/OpenCL/vendors 2>/dev/null | tr '\n' ' '
+}
+{
+    echo "date:    $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "kernel:  $(uname -srm)"
+    echo "glibc:   $(getconf GNU_LIBC_VERSION 2>/dev/null || echo unknown)"
+    cat "$bundle/BUNDLE"
+    echo "icd files: $(vendors)"
+    if command -v nvidia-smi >/dev/null; then
+        timeout 20 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv || true
+    fi
+} >"$out/machine.txt" 2>&1
+if [ -n "${LINFORMER_ICD-}" ]; then
+    note "driver: LINFORMER_ICD=$LINFORMER_ICD"
+elif lf_system_icds; then
+    note "driver: the system's .icd files: $(vendors)"
+elif lib=$(lf_system_lib "${LF_GPU_DRIVER:-libnvidia-opencl.so.1}"); then
+    export LINFORMER_ICD="$lib"
+    note "driver: no .icd file; found $lib (LINFORMER_ICD)"
+else
+    note "driver: no .icd file and no ${LF_GPU_DRIVER:-libnvidia-opencl.so.1} found; the steps below fail"
+fi
+
+# ---- 1. devices ----
+step devices "${LF_GPU_DEVICES_S:-30}" "$out/devices.log" \
+    sh -c '"$1" devices && echo && "$1" devices --device "$LINFORMER_DEVICE"' sh "$tool"
+[ "$step_rc" = 0 ] || status=1
+name=$(sed -n 's/^selector .* picks [0-9]*:[0-9]* //p' "$out/devices.log" | head -n 1)
+slug=$(printf '%s' "${name:-$LINFORMER_DEVICE}" | tr '[:upper:]' '[:lower:]' | sed 's/[^a-z0-9]\{1,\}/-/g; s/^-//; s/-$//')
+note "device: ${name:-not found} (selector \"$LINFORMER_DEVICE\"; files named $slug)"
+
+# ---- 2. the test suite ----
+# shellcheck disable=SC2086 # LF_GPU_TESTS is a list of names
+step tests "$((${LF_GPU_TESTS_S:-150} + 60))" "$out/tests.log" \
+    "$bundle/run-tests.sh" --logs "$out/tests" --timeout "${LF_GPU_TEST_S:-60}" \
+    --budget "${LF_GPU_TESTS_S:-150}" ${LF_GPU_TESTS:-}
+[ "$step_rc" = 0 ] || status=1
+tail -n 1 "$out/tests.log" >>"$summary"
+
+# ---- 3. the bench ----
+# bench_sweep SUFFIX: one sweep into $slug$SUFFIX.{csv,json,png}. Without
+# gnuplot here the bench keeps the plot's data and script and exits 1 saying
+# so: that alone is no failure; the summary says how to draw the plot.
+bench_sweep() {
+    base=$out/$slug$1
+    step "bench$1" "${LF_GPU_BENCH_S:-150}" "$base.log" "$tool" bench --device "$LINFORMER_DEVICE" \
+        --n "${LF_GPU_N:-512..65536}" --k "${LF_GPU_K:-128,256}" --d-model 512 --heads 8 \
+        --csv "$base.csv" --json "$base.json" --plot "$base.png"
+    errors=$(grep -c '^linformer bench:' "$base.log" || true)
+    no_gnuplot=$(grep -c '^linformer bench: --plot: gnuplot is not installed' "$base.log" || true)
+    if [ "$step_rc" = 1 ] && [ "$errors" = 1 ] && [ "$no_gnuplot" = 1 ]; then
+        blocks=$(sed -n 's/^linformer bench: --plot: .* \([0-9]*\)$/\1/p' "$base.log")
+        f=${base##*/}.png
+        note "  the bench ran; $f is left to draw where gnuplot is, in this folder:" \
+            "gnuplot -c $f.gp $f.dat $f $blocks"
+    elif [ "$step_rc" != 0 ]; then
+        status=1
+    fi
+}
+bench_sweep ""
+
+# ---- 4. tuning, when asked for and there ----
+if [ "${LF_GPU_TUNE:-0}" = 1 ]; then
+    if "$tool" tune --help >/dev/null 2>&1; then
+        step tune "${LF_GPU_TUNE_S:-120}" "$out/tune.log" "$tool" tune --device "$LINFORMER_DEVICE"
+        [ "$step_rc" = 0 ] || status=1
+        bench_sweep -tuned
+    else
+        note "tune: this build has no tune command"
+    fi
+fi
+note "done: $( [ $status = 0 ] && echo no step failed || echo A STEP FAILED ); logs in $out"
+exit $status
