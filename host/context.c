@@ -273,9 +273,8 @@ lf_status lf__timeline_stages(lf_context *ctx, lf_timeline *t, lf_stage_time *st
                         LF_MAX_STEPS);
     /* The queue is in order, so a command's stage gets the time from the end of
      * the command before it to its own end: that counts the kernels CLBlast runs
-     * before the one whose event it returns. */
-    /* Every stage is named here, those past `capacity` too, so *count is the
-     * real number of stages whatever the caller's array holds. */
+     * before the one whose event it returns. Every stage is named in `names`,
+     * those past `capacity` too, so *count is the real number of stages. */
     const char *names[LF_MAX_STEPS];
     size_t n = 0;
     cl_ulong s, e;

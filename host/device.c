@@ -113,7 +113,8 @@ lf_status lf_devices_list(lf_device_info *out, size_t capacity, size_t *count, c
         return lf__fail_buf(errbuf, errbuf_size, LF_ERR_NO_DEVICE,
                             "no OpenCL platform found (clGetPlatformIDs: %s; is an OpenCL driver installed, "
                             "e.g. pocl-opencl-icd?)%s",
-                            lf_cl_error_string(err), limit_note(note, sizeof note));
+                            err == CL_SUCCESS ? "no platform" : lf_cl_error_string(err),
+                            limit_note(note, sizeof note));
     if (err != CL_SUCCESS)
         return lf__fail_buf(errbuf, errbuf_size, err == CL_OUT_OF_HOST_MEMORY ? LF_ERR_OUT_OF_MEMORY : LF_ERR_OPENCL,
                             "clGetPlatformIDs failed: %s%s", lf_cl_error_string(err), limit_note(note, sizeof note));
