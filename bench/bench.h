@@ -2,6 +2,7 @@
 #ifndef LF_BENCH_H
 #define LF_BENCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -19,6 +20,7 @@ typedef struct {
     lf_mode mode;
     int n, k;              /* k is 0 for the exact modes */
     int batch, heads, d_model;
+    bool causal;
     double ms_median, ms_min, ms_max;
     double gflops;         /* matmul flops / median time */
     uint64_t flops;        /* matmul flops of one forward (bench_count.h), of the layer as resolved */

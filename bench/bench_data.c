@@ -55,9 +55,10 @@ lf_attention_config bench_layer_config(const bench_options *o, lf_mode mode, int
     lf_attention_config c;
     lf_attention_config_init(&c, o->d_model, o->heads, n, mode == LF_MODE_LINFORMER ? k : 1);
     c.mode = mode;
-    c.proj_kind = LF_PROJ_RANDOM;
+    c.proj_kind = o->causal ? LF_PROJ_MEAN_POOL : LF_PROJ_RANDOM; /* causal slots need local support */
     c.sharing = LF_SHARE_HEADWISE;
     c.seed = o->seed;
+    c.causal = o->causal;
     return c;
 }
 

@@ -47,6 +47,9 @@ void bench_usage(FILE *out)
             "  --quick           n 512..2048, repeat 3: about 20 s on 2 CPU cores\n"
             "  --full            the whole sweep of README: n to 16384 (65536 on GPUs), repeat 5;\n"
             "                    tens of minutes on a CPU\n"
+            "  --causal          causal attention in every mode (each query sees the positions up to\n"
+            "                    itself); Linformer rows then use mean pooling, as a random E mixes\n"
+            "                    every position\n"
             "  --device SEL      the device (see `linformer devices --help`), or `all`: the same\n"
             "                    workload on every device, side by side, with the outputs'\n"
             "                    agreement with the first device (xdev)\n"
@@ -135,11 +138,11 @@ static int parse_modes(const char *s, bool modes[3], char *err, size_t size)
 }
 
 enum { O_N, O_K, O_D, O_H, O_B, O_MODES, O_REPEAT, O_WARMUP, O_SEED, O_DEVICE, O_CSV, O_JSON, O_PLOT, O_QUICK,
-       O_FULL, O_HELP, O_COUNT };
+       O_FULL, O_CAUSAL, O_HELP, O_COUNT };
 static const cli_option options[O_COUNT] = {
     {"n", true},      {"k", true},      {"d-model", true}, {"heads", true}, {"batch", true}, {"modes", true},
     {"repeat", true}, {"warmup", true}, {"seed", true},    {"device", true}, {"csv", true},  {"json", true},
-    {"plot", true},   {"quick", false}, {"full", false},   {"help", false}};
+    {"plot", true},   {"quick", false}, {"full", false},   {"causal", false}, {"help", false}};
 
 /* The numbers and lists; each absent one keeps the sweep's default. */
 static int apply_values(bench_options *o, const char *const v[O_COUNT], char *err, size_t size)
@@ -169,11 +172,13 @@ int bench_options_parse(int argc, char **argv, bench_options *o, char *err, size
     o->help = v[O_HELP] != NULL;
     o->quick = v[O_QUICK] != NULL;
     o->full = v[O_FULL] != NULL;
+    const bool causal = v[O_CAUSAL] != NULL;
     if (o->quick && o->full) return fail(err, err_size, "--quick and --full exclude each other");
     const bench_defaults *d = o->quick ? &sweep_quick : o->full ? &sweep_full : &sweep_default;
     *o = (bench_options){.k_count = 2, .ks = {d->k[0], d->k[1]}, .d_model = d->d_model, .heads = d->heads,
                          .batch = 1, .repeat = d->repeat, .warmup = 1, .modes = {true, true, true},
-                         .seed = DEFAULT_SEED, .quick = o->quick, .full = o->full, .help = o->help};
+                         .seed = DEFAULT_SEED, .quick = o->quick, .full = o->full, .help = o->help,
+                         .causal = causal};
     if (!o->full)
         for (int n = d->n_first; n <= d->n_last; n *= 2) o->ns[o->n_count++] = n;
     if (apply_values(o, v, err, err_size) != 0) return -1;

@@ -29,6 +29,7 @@ typedef struct {
     const char *csv, *json, *plot; /* output files, NULL = none */
     uint64_t seed;
     bool quick, full;
+    bool causal; /* causal attention in every mode; Linformer rows use mean pooling */
     bool help;
 } bench_options;
 

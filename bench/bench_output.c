@@ -11,7 +11,7 @@
 
 static const char csv_header[] =
     "device,device_name,mode,n,k,batch,heads,d_model,ms_median,ms_min,ms_max,gflops,flops,softmax_flops,"
-    "bytes_moved,device_bytes,vs_exact,xdev,status\n";
+    "bytes_moved,device_bytes,vs_exact,xdev,status,causal\n";
 
 /* A field that may hold commas or quotes (device names) is quoted, quotes doubled. */
 static void csv_string(FILE *out, const char *s)
@@ -55,7 +55,7 @@ int bench_csv_write(FILE *out, const bench_results *r)
         if (ok) fprintf(out, "%" PRIu64, w->device_bytes);
         csv_number(out, "%.3e", w->vs_exact);
         csv_number(out, "%.3e", w->xdev);
-        fprintf(out, ",%s\n", bench_status_name(w->status));
+        fprintf(out, ",%s,%d\n", bench_status_name(w->status), w->causal);
     }
     return ferror(out) ? -1 : 0;
 }
@@ -135,6 +135,7 @@ static cJSON *json_row(const bench_row *w)
     cJSON_AddNumberToObject(j, "batch", w->batch);
     cJSON_AddNumberToObject(j, "heads", w->heads);
     cJSON_AddNumberToObject(j, "d_model", w->d_model);
+    cJSON_AddBoolToObject(j, "causal", w->causal);
     json_number(j, "ms_median", w->ms_median);
     json_number(j, "ms_min", w->ms_min);
     json_number(j, "ms_max", w->ms_max);

@@ -117,6 +117,7 @@ static bench_row row_init(const bench_options *o, const bench_device *dev, const
     r.batch = o->batch;
     r.heads = o->heads;
     r.d_model = o->d_model;
+    r.causal = o->causal;
     r.ms_median = r.ms_min = r.ms_max = r.gflops = NAN;
     r.vs_exact = r.xdev = NAN;
     return r;

@@ -101,6 +101,9 @@ void bench_table_print(FILE *out, const bench_options *o, const bench_results *r
     const size_t ndev = devices_of(r, devs, MAX_DEVICES);
     fprintf(out, "Attention layer: d_model %d, heads %d, batch %d; median of %d after %d warm-up\n", o->d_model,
             o->heads, o->batch, o->repeat, o->warmup);
+    if (o->causal)
+        fprintf(out, "causal: every mode lets query i see positions 0..i only; Linformer rows use mean pooling\n"
+                     "(slots of complete windows before i, then i's own window exactly)\n");
     for (size_t d = 0; d < ndev; d++) fprintf(out, "device %s: %s\n", devs[d]->device, devs[d]->device_name);
     fprintf(out, "\n%19s", "");
     group(out, 32, "median time (ms)");
@@ -120,8 +123,8 @@ void bench_table_print(FILE *out, const bench_options *o, const bench_results *r
             "+ workspace), dense (flash) / Linformer. paper: %s:\n"
             "speed-up and memory saving over a standard Transformer; compare with /dense.\n"
             "vs_exact: relative deviation from exact attention of the same weights and input.\n"
-            "  linformer: from flash (else dense). The projections E, F are random (Johnson-Lindenstrauss),\n"
-            "  not trained, so this is large by design (0.8 to 4 in README's run, growing with n / k): it\n"
+            "  linformer: from flash (else dense). The projections E, F are random (Johnson-Lindenstrauss;\n"
+            "  mean pooling with --causal), not trained, so this is large by design (0.8 to 4 in README's run, growing with n / k): it\n"
             "  measures what compressing keys and values to k rows loses on a random layer, not the\n"
             "  accuracy of a trained model, whose E and F are learned.\n"
             "  flash: from dense, the two exact modes' agreement (float rounding, about 1e-6).\n"

@@ -145,15 +145,16 @@ Test(csv, two_rows_exact_text)
     strcpy(c.device_name, "Some GPU");
     c.mode = LF_MODE_FLASH;
     c.flops = c.softmax_flops = c.bytes_moved = 0;
+    c.causal = true;
     cr_assert(bench_results_add(&res, &a) && bench_results_add(&res, &b) && bench_results_add(&res, &c));
     char *text = csv_text(&res);
     const char *want =
         "device,device_name,mode,n,k,batch,heads,d_model,ms_median,ms_min,ms_max,gflops,flops,softmax_flops,"
-        "bytes_moved,device_bytes,vs_exact,xdev,status\n"
+        "bytes_moved,device_bytes,vs_exact,xdev,status,causal\n"
         "0:1,Some GPU,linformer,1024,128,1,8,512,1.5000,1.2500,2.0000,123.457,1000000,5000,4096,65536,"
-        "2.500e-01,,ok\n"
-        "0:1,\"Dev, \"\"quoted\"\"\",dense,1024,0,1,8,512,,,,,1000000,5000,4096,,,,OOM\n"
-        "0:1,Some GPU,flash,1024,0,1,8,512,,,,,,,,,,,OOM\n";
+        "2.500e-01,,ok,0\n"
+        "0:1,\"Dev, \"\"quoted\"\"\",dense,1024,0,1,8,512,,,,,1000000,5000,4096,,,,OOM,0\n"
+        "0:1,Some GPU,flash,1024,0,1,8,512,,,,,,,,,,,OOM,1\n";
     cr_expect_str_eq(text, want);
     free(text);
     bench_results_free(&res);
@@ -469,4 +470,27 @@ Test(program, bench_points_match_the_reference, .timeout = 600)
     }
     lf_context_free(ctx);
     bench_weights_free(&w);
+}
+
+/* --causal: every row is causal, Linformer on mean pooling, all of them run */
+Test(program, causal_sweep, .timeout = 600)
+{
+    char dir[64], cmd[2048], log[8192], path[128];
+    temp_dir(dir);
+    snprintf(cmd, sizeof cmd, "%s bench " TINY " --causal --csv %s/c.csv", LF_TOOL_PATH, dir);
+    int rc = lf_test_system(cmd, log, sizeof log);
+    cr_assert_eq(rc, 0, "%s failed (%d):\n%s", cmd, rc, log);
+    cr_expect(strstr(log, "causal") && strstr(log, "mean pooling"), "the table does not say it is causal:\n%s", log);
+    snprintf(path, sizeof path, "%s/c.csv", dir);
+    char *csv = slurp(path);
+    int rows = 0;
+    for (const char *line = strchr(csv, '\n') + 1; *line; line = strchr(line, '\n') + 1, rows++) {
+        char status[16], causal[8];
+        field(line, 18, status, sizeof status);
+        field(line, 19, causal, sizeof causal);
+        cr_expect_str_eq(status, "ok", "%.120s", line);
+        cr_expect_str_eq(causal, "1", "%.120s", line);
+    }
+    cr_expect_gt(rows, 0);
+    free(csv);
 }

@@ -378,3 +378,21 @@ Test(run, every_command_parses_alike)
         if (cases[i].status == 2) cr_expect(strstr(log, "--help") != NULL, "%s: no pointer to --help", cases[i].args);
     }
 }
+
+/* --causal with the file's learned E is refused, saying how to run it; with
+ * pooling it runs; a file that says "causal" runs dense and flash causally. */
+Test(run, causal_and_projection)
+{
+    char log[8192], cmd[8800];
+    cr_expect_eq(run_plain("--check --causal", log, sizeof log), 1, "%s", log);
+    cr_expect(strstr(log, "local support") && strstr(log, "--projection mean"), "%s", log);
+    cr_expect_eq(run_plain("--check --causal --projection max --tolerance 100", log, sizeof log), 0, "%s", log);
+    cr_expect_eq(run_plain("--check --projection avg", log, sizeof log), 2, "%s", log);
+    cr_expect(strstr(log, "--projection is mean or max") != NULL, "%s", log);
+    for (int m = 0; m < 2; m++) {
+        snprintf(cmd, sizeof cmd, "%s run --model %s/tests/data/pytorch/causal_dense.model.safetensors --input "
+                 "%s/tests/data/pytorch/causal_dense.io.safetensors --check --mode %s", LF_TOOL_PATH, LF_SOURCE_DIR,
+                 LF_SOURCE_DIR, m ? "flash" : "dense");
+        cr_expect_eq(lf_test_system(cmd, log, sizeof log), 0, "%s", log);
+    }
+}

@@ -20,7 +20,8 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: linformer run --model M.safetensors --input X.safetensors --output Y.safetensors\n"
             "                     [--device SEL] [--heads H] [--mode linformer|dense|flash]\n"
-            "                     [--repeat N] [--warmup N] [--check] [--tolerance T]\n\n"
+            "                     [--repeat N] [--warmup N] [--check] [--tolerance T]\n"
+            "                     [--causal] [--projection mean|max]\n\n"
             "Runs one attention layer saved from lucidrains' LinformerSelfAttention (to_q.weight,\n"
             "to_k.weight, to_v.weight, proj_k, proj_v, to_out.weight, to_out.bias).\n"
             "The input file holds `x` (f32 [batch, n, d_model]) and optionally `lengths` (i32 or i64\n"
@@ -30,6 +31,11 @@ static void usage(FILE *out)
             "  --heads H      head count (1 to %d), needed when the model's __metadata__ has no\n"
             "                 \"heads\" entry; one that contradicts it is an error\n"
             "  --mode M       linformer (default), or the exact baselines dense and flash\n"
+            "  --causal       each query sees only the positions up to itself (also set by the\n"
+            "                 model's __metadata__ \"causal\": \"1\"); Linformer needs --projection\n"
+            "  --projection P mean or max: pooling windows of the file's k and max_seq_len in place of\n"
+            "                 its learned proj_k, proj_v (a learned E mixes every position, so a causal\n"
+            "                 Linformer needs pooling); unused with --mode dense or flash\n"
             "  --repeat N     timed forwards (1 to %d, default 1); the median device time is printed\n"
             "  --warmup N     untimed forwards before them (0 to %d, default 1): the first forward on a\n"
             "                 device may include compiling kernels (PoCL builds them at first launch)\n"
@@ -48,14 +54,17 @@ typedef struct {
     const char *model, *input, *output, *device;
     int heads, repeat, warmup;
     lf_mode mode;
-    bool check;
+    bool check, causal;
+    lf_proj_kind projection;
     double tolerance;
 } run_options;
 
-enum { O_MODEL, O_INPUT, O_OUTPUT, O_DEVICE, O_HEADS, O_MODE, O_REPEAT, O_WARMUP, O_CHECK, O_TOL, O_HELP, O_COUNT };
+enum { O_MODEL, O_INPUT, O_OUTPUT, O_DEVICE, O_HEADS, O_MODE, O_REPEAT, O_WARMUP, O_CHECK, O_TOL, O_CAUSAL, O_PROJ,
+       O_HELP, O_COUNT };
 static const cli_option options[O_COUNT] = {
     {"model", true}, {"input", true},  {"output", true}, {"device", true}, {"heads", true},     {"mode", true},
-    {"repeat", true}, {"warmup", true}, {"check", false}, {"tolerance", true}, {"help", false}};
+    {"repeat", true}, {"warmup", true}, {"check", false}, {"tolerance", true}, {"causal", false},
+    {"projection", true}, {"help", false}};
 
 /* Returns 0, 1 for --help (printed), or the usage error's status 2. */
 static int parse(int argc, char **argv, run_options *o)
@@ -67,6 +76,13 @@ static int parse(int argc, char **argv, run_options *o)
     if (v[O_HELP]) return usage(stdout), 1;
     o->model = v[O_MODEL], o->input = v[O_INPUT], o->output = v[O_OUTPUT], o->device = v[O_DEVICE];
     o->check = v[O_CHECK] != NULL;
+    o->causal = v[O_CAUSAL] != NULL;
+    o->projection = LF_PROJ_LEARNED;
+    if (v[O_PROJ] && strcmp(v[O_PROJ], "mean") != 0 && strcmp(v[O_PROJ], "max") != 0) {
+        snprintf(err, sizeof err, "--projection is mean or max, got \"%s\"", v[O_PROJ]);
+        return cli_usage_error("run", err);
+    }
+    if (v[O_PROJ]) o->projection = strcmp(v[O_PROJ], "mean") == 0 ? LF_PROJ_MEAN_POOL : LF_PROJ_MAX_POOL;
     if ((v[O_HEADS] && cli_int("--heads", v[O_HEADS], 1, MAX_COUNT, &o->heads, err, sizeof err)) ||
         (v[O_REPEAT] && cli_int("--repeat", v[O_REPEAT], 1, MAX_COUNT, &o->repeat, err, sizeof err)) ||
         (v[O_WARMUP] && cli_int("--warmup", v[O_WARMUP], 0, MAX_COUNT, &o->warmup, err, sizeof err)) ||
@@ -293,9 +309,15 @@ int cmd_run(int argc, char **argv)
         goto done;
     }
     announce(ctx);
-    if ((st = lf_attention_load(ctx, o.model, o.heads, o.mode, &layer)) != LF_OK ||
+    lf_load_options lo;
+    lf_load_options_init(&lo);
+    lo.heads = o.heads, lo.mode = o.mode, lo.causal = o.causal ? 1 : -1;
+    lo.projection = o.mode == LF_MODE_LINFORMER ? o.projection : LF_PROJ_LEARNED;
+    if ((st = lf_attention_load_with(ctx, o.model, &lo, &layer)) != LF_OK ||
         (st = lf_attention_config_get(layer, &cfg)) != LF_OK) {
-        fail("%s: %s", lf_status_string(st), lf_context_last_error(ctx));
+        const bool hint = st == LF_ERR_UNSUPPORTED && lo.projection == LF_PROJ_LEARNED && o.mode == LF_MODE_LINFORMER;
+        fail("%s: %s%s", lf_status_string(st), lf_context_last_error(ctx),
+             hint ? " (add --projection mean or max)" : "");
         goto done;
     }
     if (read_input(o.input, cfg.d_model, o.check, &in)) goto done;
