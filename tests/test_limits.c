@@ -107,6 +107,22 @@ Test(limits, weights_over_max_alloc)
     good_forward();
 }
 
+/* A dense layer of random weights for n rows, and a random x [n, D] and y for it. */
+static lf_attention *dense_layer(lf_context *on, int D, int heads, int n, float **x, float **y)
+{
+    lf_attention_config c;
+    lf_attention_config_init(&c, D, heads, n, 8);
+    c.mode = LF_MODE_DENSE;
+    lf_attention *layer = NULL;
+    cr_assert_eq(lf_attention_create(on, &c, NULL, &layer), LF_OK, "%s", lf_context_last_error(on));
+    cr_assert_eq(lf_attention_init_random(layer, lf_test_seed()), LF_OK);
+    *x = malloc((size_t)n * D * sizeof **x), *y = malloc((size_t)n * D * sizeof **y);
+    cr_assert(*x && *y);
+    uint64_t rng = lf_test_seed();
+    lf_test_fill(*x, (size_t)n * D, &rng, -1, 1);
+    return layer;
+}
+
 /* Dense attention keeps one head's n x n scores, and CLBlast may make a
  * padded copy as large: past the budget that leaves room for both, the
  * forward refuses with both sizes, before allocating them. */
@@ -118,16 +134,8 @@ Test(limits, dense_scores_over_max_alloc)
     uint64_t n64 = (uint64_t)ceil(sqrt((double)budget / sizeof(float))) + 1;
     if (n64 > (1u << 24)) cr_skip_test("this device allows %" PRIu64 " bytes: n would pass 2^24", budget);
     const int n = (int)n64, D = 8;
-    lf_attention_config c;
-    lf_attention_config_init(&c, D, 2, n, 8);
-    c.mode = LF_MODE_DENSE;
-    lf_attention *layer = NULL;
-    cr_assert_eq(lf_attention_create(ctx, &c, NULL, &layer), LF_OK, "%s", lf_context_last_error(ctx));
-    cr_assert_eq(lf_attention_init_random(layer, lf_test_seed()), LF_OK);
-    float *x = malloc((size_t)n * D * sizeof *x), *y = malloc((size_t)n * D * sizeof *y);
-    cr_assert(x && y);
-    uint64_t rng = lf_test_seed();
-    lf_test_fill(x, (size_t)n * D, &rng, -1, 1);
+    float *x, *y;
+    lf_attention *layer = dense_layer(ctx, D, 2, n, &x, &y);
     const int32_t len = 7; /* the score matrix is n x n whatever the lengths */
     lf_status st = lf_attention_forward(layer, x, y, 1, n, &len);
     const char *msg = lf_context_last_error(ctx);
@@ -267,15 +275,8 @@ Test(limits_pocl, dense_at_the_allocation_limit, .timeout = 600)
     }
     const int D = 16, big = 8192;
     const int fits = (int)floor(sqrt((double)lf__scores_budget(&info) / sizeof(float)));
-    lf_attention_config cfg;
-    lf_attention_config_init(&cfg, D, 1, big, 8);
-    cfg.mode = LF_MODE_DENSE;
-    lf_attention *layer = NULL;
-    cr_assert_eq(lf_attention_create(c, &cfg, NULL, &layer), LF_OK, "%s", lf_context_last_error(c));
-    cr_assert_eq(lf_attention_init_random(layer, lf_test_seed()), LF_OK);
-    float *x = malloc((size_t)big * D * sizeof *x), *y = malloc((size_t)big * D * sizeof *y);
-    uint64_t rng = lf_test_seed();
-    lf_test_fill(x, (size_t)big * D, &rng, -1, 1);
+    float *x, *y;
+    lf_attention *layer = dense_layer(c, D, 1, big, &x, &y);
     lf_status st = lf_attention_forward(layer, x, y, 1, big, NULL);
     cr_expect_eq(st, LF_ERR_OUT_OF_MEMORY, "n %d: %s (%s)", big, lf_status_string(st), lf_context_last_error(c));
     lf_test_poison(y, (size_t)big * D);

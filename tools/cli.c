@@ -12,8 +12,7 @@
 
 #define MAX_OPTIONS 64
 
-static int fail(char *err, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t size, const char *fmt, ...)
+int cli_fail(char *err, size_t size, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -32,9 +31,9 @@ static int unknown(const char *arg, const cli_option *opts, size_t count, char *
         matches += strncmp(opts[i].name, name, len) == 0;
         if (strlen(opts[i].name) == len && strncmp(opts[i].name, name, len) == 0) exact = i;
     }
-    if (arg[1] == '-' && exact < count && eq) return fail(err, err_size, "--%s takes no value", opts[exact].name);
-    if (arg[1] == '-' && matches > 1) return fail(err, err_size, "option \"%s\" is ambiguous", arg);
-    return fail(err, err_size, "unknown option \"%s\"", arg);
+    if (arg[1] == '-' && exact < count && eq) return cli_fail(err, err_size, "--%s takes no value", opts[exact].name);
+    if (arg[1] == '-' && matches > 1) return cli_fail(err, err_size, "option \"%s\" is ambiguous", arg);
+    return cli_fail(err, err_size, "unknown option \"%s\"", arg);
 }
 
 /* getopt_long returns opts[i] as FIRST + i, above every short option. */
@@ -44,7 +43,7 @@ int cli_parse(int argc, char **argv, const cli_option *opts, size_t count, const
               size_t err_size)
 {
     struct option longs[MAX_OPTIONS + 1];
-    if (count > MAX_OPTIONS) return fail(err, err_size, "too many options");
+    if (count > MAX_OPTIONS) return cli_fail(err, err_size, "too many options");
     int help = -1;
     for (size_t i = 0; i < count; i++) {
         longs[i] = (struct option){opts[i].name, opts[i].takes_value ? required_argument : no_argument, NULL,
@@ -58,13 +57,13 @@ int cli_parse(int argc, char **argv, const cli_option *opts, size_t count, const
     int c;
     while ((c = getopt_long(argc, argv, help >= 0 ? "+:h" : "+:", longs, NULL)) != -1) {
         if (c == 'h') c = FIRST + help;
-        if (c == ':') return fail(err, err_size, "%s needs a value", argv[optind - 1]);
+        if (c == ':') return cli_fail(err, err_size, "%s needs a value", argv[optind - 1]);
         if (c < FIRST) return unknown(argv[optind - 1], opts, count, err, err_size);
         const int i = c - FIRST;
-        if (values[i]) return fail(err, err_size, "--%s is given twice", opts[i].name);
+        if (values[i]) return cli_fail(err, err_size, "--%s is given twice", opts[i].name);
         values[i] = optarg ? optarg : "";
     }
-    if (optind < argc) return fail(err, err_size, "unexpected argument \"%s\"", argv[optind]);
+    if (optind < argc) return cli_fail(err, err_size, "unexpected argument \"%s\"", argv[optind]);
     return 0;
 }
 
@@ -74,7 +73,7 @@ int cli_int(const char *opt, const char *value, long lo, long hi, int *out, char
     errno = 0;
     const long v = strtol(value, &end, 10);
     if (errno || end == value || *end || v < lo || v > hi)
-        return fail(err, err_size, "%s takes an integer from %ld to %ld, got \"%s\"", opt, lo, hi, value);
+        return cli_fail(err, err_size, "%s takes an integer from %ld to %ld, got \"%s\"", opt, lo, hi, value);
     *out = (int)v;
     return 0;
 }
@@ -85,7 +84,7 @@ int cli_u64(const char *opt, const char *value, uint64_t *out, char *err, size_t
     errno = 0;
     const unsigned long long v = strtoull(value, &end, 10);
     if (errno || end == value || *end || strchr(value, '-'))
-        return fail(err, err_size, "%s takes an integer from 0 to %llu, got \"%s\"", opt, (unsigned long long)UINT64_MAX,
+        return cli_fail(err, err_size, "%s takes an integer from 0 to %llu, got \"%s\"", opt, (unsigned long long)UINT64_MAX,
                     value);
     *out = v;
     return 0;
@@ -96,7 +95,7 @@ int cli_double(const char *opt, const char *value, double lo, double hi, double 
     char *end;
     const double v = strtod(value, &end);
     if (end == value || *end || !isfinite(v) || v < lo || v > hi)
-        return fail(err, err_size, "%s takes a number from %g to %g, got \"%s\"", opt, lo, hi, value);
+        return cli_fail(err, err_size, "%s takes a number from %g to %g, got \"%s\"", opt, lo, hi, value);
     *out = v;
     return 0;
 }

@@ -34,4 +34,7 @@ int cli_double(const char *opt, const char *value, double lo, double hi, double 
 /* "linformer CMD: MESSAGE" and the pointer to --help on stderr; returns 2, the usage-error status. */
 int cli_usage_error(const char *command, const char *message);
 
+/* Writes a printf-style message into err (size bytes) and returns -1. */
+int cli_fail(char *err, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 #endif

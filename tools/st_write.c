@@ -7,20 +7,12 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "cli.h"
 #include "output_file.h"
 
 /* JSON numbers are doubles in cJSON: integers above 2^53 are not exact. */
 #define MAX_EXACT ((uint64_t)1 << 53)
 
-static int fail(char *err, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t size, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, size, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 /* Integers go in as raw text: cJSON prints doubles above 10^15 inexactly. */
 static bool push_uint(cJSON *array, uint64_t v)
@@ -36,23 +28,23 @@ static bool push_uint(cJSON *array, uint64_t v)
 /* Checks one tensor; its byte size goes to *bytes (below 2^53 once checked). */
 static int check_tensor(const st_tensor *t, uint64_t *bytes, char *err, size_t size)
 {
-    if (!t->name) return fail(err, size, "a tensor has no name");
+    if (!t->name) return cli_fail(err, size, "a tensor has no name");
     if (strcmp(t->name, "__metadata__") == 0)
-        return fail(err, size, "\"__metadata__\" is reserved, not a tensor name");
+        return cli_fail(err, size, "\"__metadata__\" is reserved, not a tensor name");
     if (t->dtype != ST_F32 && t->dtype != ST_I32)
-        return fail(err, size, "tensor \"%s\": only F32 and I32 can be written", t->name);
+        return cli_fail(err, size, "tensor \"%s\": only F32 and I32 can be written", t->name);
     if (t->ndim < 0 || t->ndim > ST_MAX_DIMS || (t->ndim && !t->shape))
-        return fail(err, size, "tensor \"%s\": ndim %d (or its shape) is invalid", t->name, t->ndim);
+        return cli_fail(err, size, "tensor \"%s\": ndim %d (or its shape) is invalid", t->name, t->ndim);
     uint64_t count = 1;
     for (int i = 0; i < t->ndim; i++) {
         if (t->shape[i] < 0 || (uint64_t)t->shape[i] > MAX_EXACT)
-            return fail(err, size, "tensor \"%s\": shape[%d] is %" PRId64, t->name, i, t->shape[i]);
+            return cli_fail(err, size, "tensor \"%s\": shape[%d] is %" PRId64, t->name, i, t->shape[i]);
         if (t->shape[i] && count > MAX_EXACT / 4 / (uint64_t)t->shape[i])
-            return fail(err, size, "tensor \"%s\": the data passes 2^53 bytes", t->name);
+            return cli_fail(err, size, "tensor \"%s\": the data passes 2^53 bytes", t->name);
         count *= (uint64_t)t->shape[i];
     }
-    if (count > SIZE_MAX / 4) return fail(err, size, "tensor \"%s\": the shape overflows the address space", t->name);
-    if (count && !t->data) return fail(err, size, "tensor \"%s\": data is NULL", t->name);
+    if (count > SIZE_MAX / 4) return cli_fail(err, size, "tensor \"%s\": the shape overflows the address space", t->name);
+    if (count && !t->data) return cli_fail(err, size, "tensor \"%s\": data is NULL", t->name);
     *bytes = 4 * count;
     return 0;
 }
@@ -71,12 +63,12 @@ static bool add_entry(cJSON *root, const st_tensor *t, uint64_t offset, uint64_t
 static int add_metadata(cJSON *root, const char *const *meta_kv, size_t pairs, char *err, size_t size)
 {
     cJSON *meta = cJSON_AddObjectToObject(root, "__metadata__");
-    if (!meta) return fail(err, size, "out of memory building __metadata__");
+    if (!meta) return cli_fail(err, size, "out of memory building __metadata__");
     for (size_t i = 0; i < pairs; i++) {
         const char *key = meta_kv[2 * i], *value = meta_kv[2 * i + 1];
-        if (!key || !value) return fail(err, size, "metadata pair %zu has a NULL key or value", i);
-        if (cJSON_GetObjectItemCaseSensitive(meta, key)) return fail(err, size, "metadata key \"%s\" is given twice", key);
-        if (!cJSON_AddStringToObject(meta, key, value)) return fail(err, size, "out of memory adding \"%s\"", key);
+        if (!key || !value) return cli_fail(err, size, "metadata pair %zu has a NULL key or value", i);
+        if (cJSON_GetObjectItemCaseSensitive(meta, key)) return cli_fail(err, size, "metadata key \"%s\" is given twice", key);
+        if (!cJSON_AddStringToObject(meta, key, value)) return cli_fail(err, size, "out of memory adding \"%s\"", key);
     }
     return 0;
 }
@@ -86,22 +78,22 @@ static char *build_header(const st_tensor *tensors, size_t count, const char *co
                           char *err, size_t size)
 {
     cJSON *root = cJSON_CreateObject();
-    int rc = root ? 0 : fail(err, size, "out of memory building the header");
+    int rc = root ? 0 : cli_fail(err, size, "out of memory building the header");
     uint64_t offset = 0;
     for (size_t i = 0; i < count && rc == 0; i++) {
         uint64_t bytes = 0;
         if ((rc = check_tensor(&tensors[i], &bytes, err, size)) != 0) break;
         if (cJSON_GetObjectItemCaseSensitive(root, tensors[i].name))
-            rc = fail(err, size, "tensor \"%s\" is given twice", tensors[i].name);
+            rc = cli_fail(err, size, "tensor \"%s\" is given twice", tensors[i].name);
         else if (bytes > MAX_EXACT - offset)
-            rc = fail(err, size, "tensor \"%s\": the data passes 2^53 bytes", tensors[i].name);
+            rc = cli_fail(err, size, "tensor \"%s\": the data passes 2^53 bytes", tensors[i].name);
         else if (!add_entry(root, &tensors[i], offset, bytes))
-            rc = fail(err, size, "out of memory building the entry of \"%s\"", tensors[i].name);
+            rc = cli_fail(err, size, "out of memory building the entry of \"%s\"", tensors[i].name);
         offset += bytes;
     }
     if (rc == 0 && pairs) rc = add_metadata(root, meta_kv, pairs, err, size);
     char *text = rc == 0 ? cJSON_PrintUnformatted(root) : NULL;
-    if (rc == 0 && !text) fail(err, size, "out of memory printing the header");
+    if (rc == 0 && !text) cli_fail(err, size, "out of memory printing the header");
     cJSON_Delete(root);
     return text;
 }
@@ -133,7 +125,7 @@ static bool write_le32(FILE *out, const void *data, uint64_t count)
 int st_write(FILE *out, const st_tensor *tensors, size_t count, const char *const *meta_kv, size_t meta_pairs,
              char *err, size_t err_size)
 {
-    if ((count && !tensors) || (meta_pairs && !meta_kv)) return fail(err, err_size, "tensors or meta_kv is NULL");
+    if ((count && !tensors) || (meta_pairs && !meta_kv)) return cli_fail(err, err_size, "tensors or meta_kv is NULL");
     char *text = build_header(tensors, count, meta_kv, meta_pairs, err, err_size);
     if (!text) return -1;
     /* the header is padded with spaces so that the data starts 8-byte aligned */
@@ -148,7 +140,7 @@ int st_write(FILE *out, const st_tensor *tensors, size_t count, const char *cons
         ok = write_le32(out, tensors[i].data, bytes / 4);
     }
     cJSON_free(text);
-    return ok ? 0 : fail(err, err_size, "a write failed");
+    return ok ? 0 : cli_fail(err, err_size, "a write failed");
 }
 
 int st_save(const char *path, const st_tensor *tensors, size_t count, const char *const *meta_kv,
