@@ -55,7 +55,9 @@ void rank_print_table(FILE *out, const rank_results *r)
             fprintf(out, "%5d %4d %4d %7.1f |", l, h, g.seqs, g.n);
             for (int v = 0; v < RANK_LEVELS; v++) fprintf(out, " %7.1f (%5.1f%%)", g.k_at[v], 100 * g.share[v]);
             fprintf(out, " |           ");
-            for (int j = 0; j < r->ks; j++) isfinite(g.err[j]) ? fprintf(out, " %9.3g", g.err[j]) : fprintf(out, " %9s", "-");
+            for (int j = 0; j < r->ks; j++)
+                if (isfinite(g.err[j])) fprintf(out, " %9.3g", g.err[j]);
+                else fprintf(out, " %9s", "-"); /* that k could not run */
             fputc('\n', out);
         }
     if (r->skipped) fprintf(out, "(%d sequence(s) skipped: over the device's n x n budget)\n", r->skipped);
