@@ -201,16 +201,16 @@ Test(rank, rows_repeating_with_period_r_give_rank_at_most_r)
 
 static void path(char *out, const char *name) { sprintf(out, "%s/%s", dir, name); }
 
-/* A LinformerSelfAttention state dict of `seq` positions and k = seq whose
- * proj_k and proj_v are the identity: Linformer at the model's own k is then
- * exact on a sequence of `seq` rows. */
-static void write_identity_model(const char *file, int seq, uint64_t *rng)
+/* A LinformerSelfAttention state dict of `seq` positions whose proj_k and
+ * proj_v [seq, k] are the first k columns of the identity: with k = seq,
+ * Linformer at the model's own k is exact on a sequence of `seq` rows. */
+static void write_model(const char *file, int seq, int k, uint64_t *rng)
 {
-    float *w = malloc(4 * D * D * sizeof *w), *bo = malloc(D * sizeof *bo), *eye = calloc((size_t)seq * seq, sizeof *eye);
+    float *w = malloc(4 * D * D * sizeof *w), *bo = malloc(D * sizeof *bo), *eye = calloc((size_t)seq * k, sizeof *eye);
     lf_test_fill(w, 4 * D * D, rng, -0.5f, 0.5f);
     lf_test_fill(bo, D, rng, -0.5f, 0.5f);
-    for (int i = 0; i < seq; i++) eye[i * seq + i] = 1;
-    const int64_t sw[2] = {D, D}, sp[2] = {seq, seq}, sb[1] = {D};
+    for (int i = 0; i < k; i++) eye[i * k + i] = 1;
+    const int64_t sw[2] = {D, D}, sp[2] = {seq, k}, sb[1] = {D};
     const st_tensor t[7] = {{"to_q.weight", ST_F32, 2, sw, w},         {"to_k.weight", ST_F32, 2, sw, w + D * D},
                             {"to_v.weight", ST_F32, 2, sw, w + 2 * D * D}, {"proj_k", ST_F32, 2, sp, eye},
                             {"proj_v", ST_F32, 2, sp, eye},             {"to_out.weight", ST_F32, 2, sw, w + 3 * D * D},
@@ -271,7 +271,7 @@ Test(rank, csv_columns_and_rows_read_back)
 {
     enum { N = 16, B = 2 };
     uint64_t rng = lf_test_seed();
-    write_identity_model("model.safetensors", N, &rng);
+    write_model("model.safetensors", N, N, &rng);
     static float x[B * N * D];
     lf_test_fill(x, B * N * D, &rng, -1, 1);
     const int32_t lengths[B] = {N, 9};
@@ -307,7 +307,7 @@ Test(rank, csv_columns_and_rows_read_back)
 Test(rank, bad_options_are_usage_errors)
 {
     uint64_t rng = lf_test_seed();
-    write_identity_model("model.safetensors", 8, &rng);
+    write_model("model.safetensors", 8, 8, &rng);
     static float x[8 * D];
     const int32_t len[1] = {8};
     write_input("input.safetensors", x, 1, 8, len);
@@ -322,4 +322,34 @@ Test(rank, bad_options_are_usage_errors)
         cr_expect_eq(lf_test_system(cmd, log, sizeof log), 2, "%s: %s", args, log);
         cr_expect_not_null(strstr(log, "linformer rank: "), "%s: %s", args, log);
     }
+}
+
+/* PoCL with 1 GiB of device memory allows 128 MiB for one head's P: a sequence
+ * of 6000 rows (137 MiB) is skipped with a message, the short one measured. */
+Test(rank, a_sequence_over_the_device_budget_is_skipped)
+{
+    enum { LONG = 6000, SHORT = 12, B = 2 };
+    uint64_t rng = lf_test_seed();
+    write_model("model.safetensors", LONG, 2, &rng);
+    float *x = malloc((size_t)B * LONG * D * sizeof *x);
+    lf_test_fill(x, (size_t)B * LONG * D, &rng, -1, 1);
+    const int32_t lengths[B] = {LONG, SHORT};
+    write_input("input.safetensors", x, B, LONG, lengths);
+    free(x);
+    char cmd[1024], log[8192], csv[128];
+    path(csv, "rank.csv");
+    snprintf(cmd, sizeof cmd, "POCL_MEMORY_LIMIT=1 %s rank --model %s/model.safetensors --input %s/input.safetensors "
+             "--k 2 --csv %s", LF_TOOL_PATH, dir, dir, csv);
+    cr_assert_eq(lf_test_system(cmd, log, sizeof log), 0, "%s", log);
+    cr_expect_not_null(strstr(log, "sequence 0 (n = 6000) skipped: "), "%s", log);
+    cr_expect_not_null(strstr(log, "1 sequence(s) skipped"), "%s", log);
+    FILE *f = fopen(csv, "r");
+    cr_assert_not_null(f);
+    char line[256];
+    int rows = 0;
+    cr_assert_not_null(fgets(line, sizeof line, f)); /* the header */
+    for (; fgets(line, sizeof line, f); rows++)
+        cr_expect_eq(strncmp(line, "1,0,", 4), 0, "a row of the skipped sequence: %s", line);
+    fclose(f);
+    cr_expect_eq(rows, H);
 }
