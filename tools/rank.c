@@ -103,7 +103,7 @@ lf_status rank_load_exact(lf_context *ctx, const char *path, int heads, rank_lay
     lf_load_options o;
     lf_load_options_init(&o);
     o.heads = heads;
-    o.mode = LF_MODE_DENSE;
+    o.mode = LF_MODE_FLASH; /* exact head outputs without an n x n matrix; P comes whatever the mode */
     lf_status st = lf_attention_load_with(ctx, path, &o, &layer->exact);
     if (st != LF_OK) return st;
     /* The exact layer has no k: the file's is proj_k's [max_seq_len, k], which loading checked. */
@@ -229,6 +229,7 @@ static lf_status measure_sequence(const rank_layer *L, int layer_index, int seq,
     }
     /* Head 0's P first: a sequence over the device's n x n budget is skipped before any other work. */
     st = lf_attention_probabilities(L->exact, x, w.p, n, 0);
+    if (st == LF_OK) st = head_outputs(L, x, r, &w);
     if (st == LF_ERR_OUT_OF_MEMORY) {
         fprintf(log, "linformer rank: sequence %d (n = %d) skipped: %s\n", seq, n,
                 lf_context_last_error(L->ctx));
@@ -236,7 +237,6 @@ static lf_status measure_sequence(const rank_layer *L, int layer_index, int seq,
         work_free(&w);
         return LF_OK;
     }
-    if (st == LF_OK) st = head_outputs(L, x, r, &w);
     for (int h = 0; h < cfg.heads && st == LF_OK; h++) {
         rank_row *row = add_row(r, n);
         if (!row) st = LF_ERR_OUT_OF_MEMORY, snprintf(err, err_size, "out of host memory for the results");

@@ -78,7 +78,7 @@ void rank_default_sweep(int model_k, int limit, rank_results *r);
  * Returns 0, or -1 with a message in err. */
 int rank_parse_sweep(const char *list, int limit, rank_results *r, char *err, size_t err_size);
 
-/* The file's layer, exact (dense): P and the exact head outputs. Returns its
+/* The file's layer, exact (flash): P and the exact head outputs. Returns its
  * status; the message is the context's. */
 lf_status rank_load_exact(lf_context *ctx, const char *path, int heads, rank_layer *layer);
 
