@@ -54,7 +54,7 @@ void rank_print_table(FILE *out, const rank_results *r)
             if (!g.seqs) continue;
             fprintf(out, "%5d %4d %4d %7.1f |", l, h, g.seqs, g.n);
             for (int v = 0; v < RANK_LEVELS; v++) fprintf(out, " %7.1f (%5.1f%%)", g.k_at[v], 100 * g.share[v]);
-            fprintf(out, " |           ");
+            fprintf(out, " |%12s", ""); /* under " error at k:" */
             for (int j = 0; j < r->ks; j++)
                 if (isfinite(g.err[j])) fprintf(out, " %9.3g", g.err[j]);
                 else fprintf(out, " %9s", "-"); /* that k could not run */
