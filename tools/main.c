@@ -14,6 +14,7 @@ static const struct {
     {"devices", cmd_devices, "list OpenCL devices and show which one a selector picks"},
     {"run", cmd_run, "run an attention layer from a safetensors model on a safetensors input"},
     {"bench", cmd_bench, "benchmark Linformer against dense and flash attention"},
+    {"rank", cmd_rank, "measure how much rank a model's attention needs (spectra of P, error per k)"},
 };
 
 static void usage(FILE *out)

@@ -1,0 +1,193 @@
+/* cmd_rank.c - `linformer rank`: how much rank the attention of a model needs. */
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "linformer.h"
+#include "output_file.h"
+#include "rank.h"
+#include "rank_plot.h"
+
+#define MAX_HEADS 1000000
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: linformer rank --model M.safetensors --input X.safetensors [--csv FILE] [--plot FILE.png]\n"
+            "                      [--k LIST] [--seed S] [--heads H] [--device SEL]\n\n"
+            "Measures how much rank the attention needs (Wang et al. 2020, Figure 1). For every sequence\n"
+            "of the input's `x` (f32 [batch, n, d_model], within `lengths` when given) and every head,\n"
+            "the exact softmax attention matrix P (n x n) is computed on the device and its singular\n"
+            "values with LAPACK. c_r = (sum of the r largest) / (sum of all); k90, k95, k99 are the\n"
+            "smallest r with c_r >= 0.90, 0.95, 0.99. For each k of the sweep, the relative error\n"
+            "||o_linformer - o_exact|| / ||o_exact|| of each head's output (before the output\n"
+            "projection): the model's own E and F at its own k, seeded random (Johnson-Lindenstrauss)\n"
+            "ones at any other k. The model is one attention layer as `linformer run` reads it.\n\n"
+            "  --k LIST      comma-separated k values (default: the model's k/4, k/2, k, 2k, 4k,\n"
+            "                clipped to [1, n])\n"
+            "  --seed S      seed of the random projections (default 0)\n"
+            "  --csv FILE    one row per sequence, layer and head: seq,layer,head,n,k90,k95,k99 and\n"
+            "                err_k<K> per k (empty where that k cannot run, e.g. a causal layer)\n"
+            "  --plot FILE   .png, .svg or .pdf: the spectra (one curve per layer and head) beside a\n"
+            "                heat map of k90 over layers and heads; FILE.dat and FILE.gp stay beside it\n"
+            "  --heads H     head count, when the model's __metadata__ has none\n"
+            "  --device SEL  see `linformer devices --help`\n\n"
+            "stdout gets a table per layer and head, means over the sequences. A sequence whose n x n\n"
+            "matrix is over the device's budget is skipped with a message.\n");
+}
+
+typedef struct {
+    const char *model, *input, *csv, *plot, *device, *k_list;
+    int heads;
+    uint64_t seed;
+} rank_options;
+
+enum { O_MODEL, O_INPUT, O_CSV, O_PLOT, O_K, O_SEED, O_HEADS, O_DEVICE, O_HELP, O_COUNT };
+static const cli_option options[O_COUNT] = {{"model", true}, {"input", true}, {"csv", true},
+                                            {"plot", true},  {"k", true},     {"seed", true},
+                                            {"heads", true}, {"device", true}, {"help", false}};
+
+/* Returns 0, 1 for --help (printed), or the usage error's status 2. */
+static int parse(int argc, char **argv, rank_options *o)
+{
+    *o = (rank_options){0};
+    const char *v[O_COUNT];
+    char err[512] = "";
+    if (cli_parse(argc, argv, options, O_COUNT, v, err, sizeof err) != 0) return cli_usage_error("rank", err);
+    if (v[O_HELP]) return usage(stdout), 1;
+    o->model = v[O_MODEL], o->input = v[O_INPUT], o->csv = v[O_CSV], o->plot = v[O_PLOT];
+    o->device = v[O_DEVICE], o->k_list = v[O_K];
+    if ((v[O_HEADS] && cli_int("--heads", v[O_HEADS], 1, MAX_HEADS, &o->heads, err, sizeof err)) ||
+        (v[O_SEED] && cli_u64("--seed", v[O_SEED], &o->seed, err, sizeof err)))
+        return cli_usage_error("rank", err);
+    if (!o->model || !o->input) return cli_usage_error("rank", !o->model ? "--model is required" : "--input is required");
+    return 0;
+}
+
+static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("linformer rank: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 1;
+}
+
+/* The input: x [batch, n, d_model] and optional lengths [batch]. */
+typedef struct {
+    float *x;
+    int32_t *lengths;
+    int batch, n;
+} rank_input;
+
+static int read_lengths(lf_tensor_file *f, const char *path, rank_input *in)
+{
+    lf_tensor_info t;
+    if (lf_tensor_file_find(f, "lengths", &t) != LF_OK) return 0;
+    int64_t *v = NULL;
+    if (t.ndim != 1 || t.shape[0] != in->batch || !(v = malloc(t.count * sizeof *v)) ||
+        lf_tensor_file_read_i64(f, "lengths", v, t.count) != LF_OK || !(in->lengths = malloc(t.count * sizeof(int32_t)))) {
+        free(v);
+        return fail("%s: tensor \"lengths\" must be integers [%d]", path, in->batch);
+    }
+    int rc = 0;
+    for (int b = 0; b < in->batch && rc == 0; b++) {
+        if (v[b] < 0 || v[b] > in->n) rc = fail("%s: lengths[%d] = %lld is outside [0, n = %d]", path, b, (long long)v[b], in->n);
+        in->lengths[b] = (int32_t)v[b];
+    }
+    free(v);
+    return rc;
+}
+
+static int read_input(const char *path, const lf_attention_config *cfg, rank_input *in)
+{
+    char msg[1024];
+    lf_tensor_file *f = NULL;
+    lf_tensor_info t;
+    if (lf_tensor_file_open(path, &f, msg, sizeof msg) != LF_OK) return fail("%s", msg);
+    int rc = 0;
+    if (lf_tensor_file_find(f, "x", &t) != LF_OK || t.ndim != 3 || t.shape[2] != cfg->d_model || t.shape[0] <= 0 ||
+        t.shape[1] <= 0 || t.shape[0] > (1 << 20) || t.shape[1] > cfg->max_seq_len)
+        rc = fail("%s: tensor \"x\" must be [batch, n, %d] with 1 <= n <= %d (the model's max_seq_len)", path,
+                  cfg->d_model, cfg->max_seq_len);
+    else if (!(in->x = malloc(t.count * sizeof *in->x)))
+        rc = fail("out of host memory for %s", path);
+    else if (lf_tensor_file_read_f32(f, "x", in->x, t.count) != LF_OK)
+        rc = fail("%s", lf_tensor_file_last_error(f));
+    if (rc == 0) {
+        in->batch = (int)t.shape[0], in->n = (int)t.shape[1];
+        rc = read_lengths(f, path, in);
+    }
+    lf_tensor_file_free(f);
+    return rc;
+}
+
+/* The sweep: --k, or the default around the model's own k; clipped to the input's n. */
+static int choose_sweep(const rank_options *o, const rank_layer *layer, const lf_attention_config *cfg, int n,
+                        rank_results *r)
+{
+    char err[512];
+    if (!o->k_list) return rank_default_sweep(layer->model_k, n, r), 0;
+    if (rank_parse_sweep(o->k_list, cfg->max_seq_len, r, err, sizeof err) == 0) return 0;
+    return cli_usage_error("rank", err);
+}
+
+/* The CSV through an atomic output file, never over the model or the input. */
+static int write_csv(const rank_options *o, const rank_results *r)
+{
+    char err[1024];
+    const char *inputs[2] = {o->model, o->input};
+    output_file *f = output_file_open(o->csv, inputs, 2, err, sizeof err);
+    if (!f) return fail("%s", err);
+    rank_write_csv(output_file_stream(f), r);
+    return output_file_commit(f, err, sizeof err) ? fail("%s", err) : 0;
+}
+
+/* Loads the layer, reads the input, chooses the sweep and measures layer 0. */
+static int measure(lf_context *ctx, const rank_options *o, rank_layer *layer, rank_input *in, rank_results *r)
+{
+    lf_attention_config cfg;
+    lf_status st = rank_load_exact(ctx, o->model, o->heads, layer);
+    if (st == LF_OK) st = lf_attention_config_get(layer->exact, &cfg);
+    if (st != LF_OK) return fail("%s: %s", lf_status_string(st), lf_context_last_error(ctx));
+    int rc = read_input(o->input, &cfg, in);
+    if (rc == 0) rc = choose_sweep(o, layer, &cfg, in->n, r);
+    if (rc) return rc;
+    if ((st = rank_load_sweep(layer, o->model, o->seed, r, stderr)) != LF_OK)
+        return fail("%s: %s", lf_status_string(st), lf_context_last_error(ctx));
+    char err[1024];
+    st = rank_measure_layer(layer, 0, in->x, in->batch, in->n, in->lengths, r, stderr, err, sizeof err);
+    return st == LF_OK ? 0 : fail("%s: %s", lf_status_string(st), err);
+}
+
+int cmd_rank(int argc, char **argv)
+{
+    rank_options o;
+    int rc = parse(argc, argv, &o);
+    if (rc) return rc == 1 ? 0 : rc;
+    char msg[4096];
+    bench_plot_files plot = {0};
+    if (o.plot && bench_plot_open(o.plot, &plot, msg, sizeof msg) != 0) return fail("%s", msg);
+    lf_context *ctx = NULL;
+    rank_layer layer = {0};
+    rank_input in = {0};
+    rank_results r = {0};
+    lf_status st = lf_context_create(o.device, &ctx, msg, sizeof msg);
+    rc = st != LF_OK ? fail("%s: %s", lf_status_string(st), msg) : measure(ctx, &o, &layer, &in, &r);
+    if (rc == 0) rank_print_table(stdout, &r);
+    if (rc == 0 && o.csv) rc = write_csv(&o, &r);
+    if (rc == 0 && o.plot && rank_plot_finish(&plot, &r, msg, sizeof msg) != 0) rc = fail("%s", msg);
+    bench_plot_abort(&plot);
+    rank_results_free(&r);
+    free(in.x), free(in.lengths);
+    rank_free_layer(&layer);
+    lf_context_free(ctx);
+    return rc;
+}
