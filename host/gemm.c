@@ -53,6 +53,7 @@ lf_status lf__gemm_init(lf_context *ctx, char *errbuf, size_t errbuf_size)
         return lf__fail_buf(errbuf, errbuf_size, LF_ERR_ARGUMENT,
                             "LINFORMER_GEMM is \"%s\": use \"clblast\" or \"host\"", env);
     }
+    lf__tune_apply(ctx);
     return LF_OK;
 }
 
@@ -239,8 +240,9 @@ static lf_status timed_gemm(lf_context *ctx, const lf_gemm_args *g, double *ms)
 
 #define LF_RATE_REPEAT 5
 
-lf_status lf__gemm_rate(lf_context *ctx, size_t m, size_t n, size_t k, double *gflops)
+lf_status lf__gemm_rate(lf_context *ctx, size_t m, size_t n, size_t k, int repeat, double *gflops)
 {
+    if (repeat < 1 || repeat > LF_RATE_REPEAT) repeat = LF_RATE_REPEAT;
     float *host = malloc((m > n ? m : n) * k * sizeof *host);
     if (!host) return lf__fail(ctx, LF_ERR_OUT_OF_MEMORY, "out of host memory for a %zu x %zu matrix", m > n ? m : n, k);
     for (size_t i = 0; i < (m > n ? m : n) * k; i++) host[i] = (float)(i % 17) / 17.0f - 0.5f;
@@ -254,10 +256,10 @@ lf_status lf__gemm_rate(lf_context *ctx, size_t m, size_t n, size_t k, double *g
     const lf_gemm_args g = {.trans_b = true, .m = m, .n = n, .k = k, .alpha = 1.0f,
                             .a = a, .lda = k, .b = b, .ldb = k, .c = c, .ldc = n};
     double ms[LF_RATE_REPEAT + 1];
-    for (int r = 0; st == LF_OK && r <= LF_RATE_REPEAT; r++) st = timed_gemm(ctx, &g, &ms[r]);
+    for (int r = 0; st == LF_OK && r <= repeat; r++) st = timed_gemm(ctx, &g, &ms[r]);
     if (st == LF_OK) { /* ms[0] is the warm-up */
-        qsort(ms + 1, LF_RATE_REPEAT, sizeof *ms, cmp_double);
-        const double median = ms[1 + LF_RATE_REPEAT / 2];
+        qsort(ms + 1, (size_t)repeat, sizeof *ms, cmp_double);
+        const double median = ms[1 + repeat / 2];
         *gflops = median > 0 ? 2.0 * (double)m * n * k / (median * 1e6) : 0.0;
     }
     lf__release(&a), lf__release(&b), lf__release(&c);
@@ -274,7 +276,7 @@ lf_status lf_gemm_rate(lf_context *ctx, size_t m, size_t n, size_t k, double *gf
     if (!ctx->profiling)
         return lf__fail(ctx, LF_ERR_UNSUPPORTED, "the queue was created without CL_QUEUE_PROFILING_ENABLE");
     pthread_mutex_lock(&ctx->lock);
-    lf_status st = lf__gemm_rate(ctx, m, n, k, gflops);
+    lf_status st = lf__gemm_rate(ctx, m, n, k, LF_RATE_REPEAT, gflops);
     pthread_mutex_unlock(&ctx->lock);
     return st;
 }

@@ -101,6 +101,13 @@ lf_status lf__kernel(lf_context *ctx, const char *file, const char *options,
 lf_status lf__kernel_sized(lf_context *ctx, const char *file, const char *options, const char *name,
                            const char *macro, size_t want, int dims, cl_kernel *out, size_t *size);
 void lf__programs_free(lf_context *ctx);
+/* The disk cache (LINFORMER_CACHE_DIR): the folder, made if missing (false
+ * when off or unknown); an entry's payload, only when its key matches and its
+ * checksum holds (malloc'd); and an atomic write of one (failures ignored). */
+bool lf__cache_dir(char *out, size_t size);
+void lf__cache_path(const char *dir, const char *key, char *out, size_t size);
+unsigned char *lf__cache_load(const char *path, const char *key, size_t *bin_size);
+void lf__cache_store(const char *path, const char *key, const unsigned char *bin, size_t len);
 /* Sets kernel arguments from (size, pointer) pairs; `what` names the kernel. */
 lf_status lf__set_args(lf_context *ctx, cl_kernel k, const char *what, int count, ...);
 /* Enqueues a kernel over `dims` dimensions, recording its event in t (may be NULL). */
@@ -123,8 +130,13 @@ typedef struct {
     const char *what; /* stage name in profiles; NULL = "gemm" */
 } lf_gemm_args;
 lf_status lf__gemm(lf_context *ctx, const lf_gemm_args *g, lf_timeline *t);
-/* lf_gemm_rate without the lock and the argument checks (for the tuner). */
-lf_status lf__gemm_rate(lf_context *ctx, size_t m, size_t n, size_t k, double *gflops);
+/* lf_gemm_rate without the lock and the argument checks, with the median of
+ * `repeat` (1 to 5) timed runs (for the tuner). */
+lf_status lf__gemm_rate(lf_context *ctx, size_t m, size_t n, size_t k, int repeat, double *gflops);
+
+/* ---- Tuned CLBlast parameters (tune.c) ---- */
+/* Applies this device's stored parameters, if any; a bad entry is ignored. */
+void lf__tune_apply(lf_context *ctx);
 
 /* ---- Random numbers (random.c): splitmix64, reproducible everywhere ---- */
 uint64_t lf__rand_next(uint64_t *state);

@@ -90,7 +90,7 @@ static lf_status kernel_source(lf_context *ctx, const char *file, char **text, s
 
 /* ---- The disk cache ---- */
 
-static bool cache_dir(char *out, size_t size)
+bool lf__cache_dir(char *out, size_t size)
 {
     const char *dir = getenv("LINFORMER_CACHE_DIR");
     if (dir && strcmp(dir, "off") == 0) return false;
@@ -122,13 +122,13 @@ static char *cache_key(lf_context *ctx, const char *file, const char *text, size
     return key;
 }
 
-static void cache_path(const char *dir, const char *key, char *out, size_t size)
+void lf__cache_path(const char *dir, const char *key, char *out, size_t size)
 {
     snprintf(out, size, "%s/%016llx.bin", dir, (unsigned long long)fnv1a(FNV_INIT, key, strlen(key)));
 }
 
 /* Reads an entry; returns the binary only when every check passes. */
-static unsigned char *cache_load(const char *path, const char *key, size_t *bin_size)
+unsigned char *lf__cache_load(const char *path, const char *key, size_t *bin_size)
 {
     char *data = NULL;
     size_t size = 0;
@@ -151,7 +151,7 @@ static unsigned char *cache_load(const char *path, const char *key, size_t *bin_
     return bin;
 }
 
-static void cache_store(const char *path, const char *key, const unsigned char *bin, size_t len)
+void lf__cache_store(const char *path, const char *key, const unsigned char *bin, size_t len)
 {
     /* process and thread make the name unique among writers at the same time */
     char tmp[4200];
@@ -211,7 +211,7 @@ static void store_binary(lf_context *ctx, cl_program p, const char *path, const 
     if (clGetProgramInfo(p, CL_PROGRAM_BINARY_SIZES, sizeof len, &len, NULL) != CL_SUCCESS || !len) return;
     unsigned char *bin = malloc(len);
     if (bin && clGetProgramInfo(p, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) == CL_SUCCESS)
-        cache_store(path, key, bin, len);
+        lf__cache_store(path, key, bin, len);
     free(bin);
 }
 
@@ -222,15 +222,15 @@ static lf_status program_build(lf_context *ctx, const char *file, const char *op
     LF_TRY(kernel_source(ctx, file, &text, &size));
     char dir[4096], path[4300] = "";
     char *key = NULL;
-    bool cached = cache_dir(dir, sizeof dir);
+    bool cached = lf__cache_dir(dir, sizeof dir);
     if (cached) {
         key = cache_key(ctx, file, text, size, options);
         cached = key != NULL;
     }
     if (cached) {
-        cache_path(dir, key, path, sizeof path);
+        lf__cache_path(dir, key, path, sizeof path);
         size_t len = 0;
-        unsigned char *bin = cache_load(path, key, &len);
+        unsigned char *bin = lf__cache_load(path, key, &len);
         lf_status st = bin ? program_from_binary(ctx, bin, len, options, out) : LF_ERR_IO;
         if (bin && st != LF_OK) ctx->cache_rejected++;
         free(bin);

@@ -200,6 +200,20 @@ LF_API const char *lf_context_gemm_backend(const lf_context *ctx); /* "clblast",
  */
 LF_API lf_status lf_gemm_rate(lf_context *ctx, size_t m, size_t n, size_t k, double *gflops);
 
+/*
+ * Searches CLBlast's GEMM kernel parameters (Xgemm, XgemmDirect and the size
+ * from which the tiled kernel replaces the direct one) for the context's
+ * device for about `seconds`, timing random valid sets on GEMM shapes like the
+ * layer's, and stores the winners in the cache directory under the device's
+ * name and driver version; every context created later on that device applies
+ * them. A set is stored only where it beats the parameters in force. The
+ * parameters stay in force for the whole process (CLBlast keeps them per
+ * device). `log` (may be NULL) receives one line per step. Fails with
+ * LF_ERR_IO when the cache is off.
+ */
+typedef void (*lf_tune_log)(const char *line, void *user);
+LF_API lf_status lf_gemm_tune(lf_context *ctx, double seconds, lf_tune_log log, void *user);
+
 /* ---- Attention layer ---------------------------------------------------- */
 typedef enum {
     LF_MODE_LINFORMER = 0, /* compressed keys/values: O(n k) */

@@ -263,3 +263,70 @@ Test(gemm, rate_of_each_backend)
     cr_expect_eq(lf_gemm_rate(NULL, 4, 4, 4, NULL), LF_ERR_ARGUMENT);
     cr_expect_null(lf_context_gemm_backend(NULL));
 }
+
+/* ---- Tuned parameters: stored, applied, and a bad entry ignored ---- */
+
+static int lines_logged;
+static void count_line(const char *line, void *user)
+{
+    (void)line, (void)user;
+    lines_logged++;
+}
+
+/* The one entry file in dir (the tuner's), its path in out. */
+static void only_entry(const char *dir, char *out, size_t size)
+{
+    char cmd[1200], log[1200] = "";
+    snprintf(cmd, sizeof cmd, "ls %s", dir);
+    cr_assert_eq(lf_test_system(cmd, log, sizeof log), 0);
+    char name[256];
+    cr_assert_eq(sscanf(log, "%255s", name), 1, "no entry in %s", dir);
+    int lines = 0;
+    for (const char *p = log; *p; p++) lines += *p == '\n';
+    cr_assert_eq(lines, 1, "expected one entry in %s, found: %s", dir, log);
+    snprintf(out, size, "%s/%s", dir, name);
+}
+
+Test(gemm, tune_stores_and_applies_and_ignores_a_bad_entry, .timeout = 1200)
+{
+    char dir[] = "/tmp/lf-tune-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    cr_assert_eq(setenv("LINFORMER_CACHE_DIR", dir, 1), 0);
+    lf_context *ctx = backend_context("clblast");
+    lf_status st = lf_gemm_tune(ctx, 0.5, count_line, NULL);
+    cr_assert_eq(st, LF_OK, "%s: %s", lf_status_string(st), lf_context_last_error(ctx));
+    cr_expect_gt(lines_logged, 3);
+    cr_expect_eq(lf_gemm_tune(ctx, 0, NULL, NULL), LF_ERR_ARGUMENT);
+    lf_context_free(ctx);
+
+    char path[1400];
+    only_entry(dir, path, sizeof path);
+    /* A new context applies the entry; its GEMMs stay right on both kernels. */
+    gemm_case small = {.tb = true, .m = 19, .n = 23, .k = 17, .alpha = 1, .lda = 17, .ldb = 17, .ldc = 23};
+    gemm_case large = {.tb = true, .m = 300, .n = 129, .k = 70, .alpha = 1, .beta = 0.5f, .a_off = 3,
+                       .lda = 70, .ldb = 71, .ldc = 130, .c_off = 1};
+    ctx = backend_context("clblast");
+    run_gemm(ctx, &small);
+    run_gemm(ctx, &large);
+    lf_context_free(ctx);
+
+    /* A damaged entry is ignored: CLBlast's own parameters, right results. */
+    FILE *f = fopen(path, "r+b");
+    cr_assert_not_null(f);
+    cr_assert_eq(fseek(f, -4, SEEK_END), 0);
+    cr_assert_eq(fwrite("zzzz", 1, 4, f), 4);
+    fclose(f);
+    ctx = backend_context("clblast");
+    run_gemm(ctx, &large);
+    lf_context_free(ctx);
+
+    /* Without a cache there is nowhere to keep the result. */
+    cr_assert_eq(setenv("LINFORMER_CACHE_DIR", "off", 1), 0);
+    ctx = backend_context("clblast");
+    cr_expect_eq(lf_gemm_tune(ctx, 0.5, NULL, NULL), LF_ERR_IO);
+    cr_expect_neq(strstr(lf_context_last_error(ctx), "LINFORMER_CACHE_DIR"), NULL, "%s", lf_context_last_error(ctx));
+    lf_context_free(ctx);
+    char cmd[1500];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    lf_test_system(cmd, NULL, 0);
+}

@@ -13,6 +13,7 @@ static const struct {
     {"devices", cmd_devices, "list OpenCL devices and show which one a selector picks"},
     {"run", cmd_run, "run an attention layer from a safetensors model on a safetensors input"},
     {"bench", cmd_bench, "benchmark Linformer against dense and flash attention"},
+    {"tune", cmd_tune, "search CLBlast's GEMM parameters for a device and keep them"},
 };
 
 static void usage(FILE *out)
