@@ -66,6 +66,10 @@ lf_status lf_context_create(const char *selector, lf_context **out, char *errbuf
         return LF_ERR_OPENCL;
     }
     ctx->profiling = true;
+    if ((st = lf__gemm_init(ctx, errbuf, errbuf_size)) != LF_OK) {
+        lf_context_free(ctx);
+        return st;
+    }
     *out = ctx;
     return LF_OK;
 }
@@ -103,6 +107,11 @@ lf_status lf_context_create_from_cl(cl_context context, cl_command_queue queue, 
     ctx->cl = context;
     ctx->queue = queue;
     ctx->profiling = (qprops & CL_QUEUE_PROFILING_ENABLE) != 0;
+    lf_status st = lf__gemm_init(ctx, errbuf, errbuf_size);
+    if (st != LF_OK) {
+        lf_context_free(ctx);
+        return st;
+    }
     *out = ctx;
     return LF_OK;
 }

@@ -19,12 +19,16 @@
 
 typedef struct lf_program_entry lf_program_entry;
 
+/* Where GEMMs run (gemm.c): CLBlast on the device, or the host's BLAS. */
+typedef enum { LF_GEMM_CLBLAST, LF_GEMM_HOST } lf_gemm_backend;
+
 struct lf_context {
     cl_platform_id platform;
     cl_device_id device;
     cl_context cl;
     cl_command_queue queue;
     bool profiling;          /* the queue records profiling events */
+    lf_gemm_backend gemm;    /* chosen at creation (LINFORMER_GEMM) */
     lf_device_info info;
     lf_program_entry *programs; /* built programs of this context, by source and options */
     unsigned cache_hits, cache_misses, cache_rejected; /* disk cache counters, for tests */
@@ -117,7 +121,9 @@ void lf__programs_free(lf_context *ctx);
 lf_status lf__launch(lf_context *ctx, cl_kernel k, const char *what, cl_uint dims,
                      const size_t *global, const size_t *local, lf_timeline *t);
 
-/* ---- GEMM through CLBlast (gemm.c) ---- */
+/* ---- GEMM through CLBlast or the host's BLAS (gemm.c) ---- */
+/* Chooses the context's GEMM backend from LINFORMER_GEMM and the device type. */
+lf_status lf__gemm_init(lf_context *ctx, char *errbuf, size_t errbuf_size);
 /* Row-major C = alpha op(A) op(B) + beta C, `batch` times with the given
  * strides (in elements) between the matrices of the batch. */
 typedef struct {
@@ -131,6 +137,13 @@ typedef struct {
     const char *what; /* stage name in profiles; NULL = "gemm" */
 } lf_gemm_args;
 lf_status lf__gemm(lf_context *ctx, const lf_gemm_args *g, lf_timeline *t);
+/* lf_gemm_rate without the lock and the argument checks, with the median of
+ * `repeat` (1 to 5) timed runs (for the tuner). */
+lf_status lf__gemm_rate(lf_context *ctx, size_t m, size_t n, size_t k, int repeat, double *gflops);
+
+/* ---- Tuned CLBlast parameters (tune.c) ---- */
+/* Applies this device's stored parameters, if any; a bad entry is ignored. */
+void lf__tune_apply(lf_context *ctx);
 
 /* ---- Random numbers (random.c): splitmix64, reproducible everywhere ---- */
 uint64_t lf__rand_next(uint64_t *state);

@@ -185,6 +185,48 @@ LF_API cl_command_queue lf_context_cl_queue(const lf_context *ctx);
 /* Waits for all work queued on the context. */
 LF_API lf_status lf_context_finish(lf_context *ctx);
 
+/* ---- GEMM backend ------------------------------------------------------- */
+/*
+ * Every GEMM of a context (projections, Linformer's sequence projections, the
+ * GEMM attention path) runs on one backend, chosen at creation:
+ *   "clblast": CLBlast's OpenCL kernels on the device;
+ *   "host":    the host's BLAS (OpenBLAS) on the buffers mapped into host
+ *              memory; a CPU device's buffers already live there.
+ * The default is "host" on CPU devices and "clblast" on the others; the
+ * environment variable LINFORMER_GEMM=clblast|host overrides it (any other
+ * value makes lf_context_create fail with LF_ERR_ARGUMENT). Both backends
+ * are timed in the forward's profile. The host BLAS runs its own threads (by
+ * default one per core; OPENBLAS_NUM_THREADS sets them), and GEMMs of
+ * contexts on different threads may run at once.
+ * CLBlast's kernel parameters tuned by `linformer tune` for the device and
+ * driver are applied when a context is created (see lf_context_create's cache
+ * directory).
+ */
+LF_API const char *lf_context_gemm_backend(const lf_context *ctx); /* "clblast", "host"; NULL for NULL */
+
+/*
+ * The context's GEMM rate, the yardstick for the layer's GFLOP/s: the median
+ * GFLOP/s (2 m n k flops) of five C = A B^T with A [m, k], B [n, k] on the
+ * context's backend after one warm-up, timed with profiling events (a queue
+ * without profiling gives LF_ERR_UNSUPPORTED). Allocates and frees its own
+ * buffers.
+ */
+LF_API lf_status lf_gemm_rate(lf_context *ctx, size_t m, size_t n, size_t k, double *gflops);
+
+/*
+ * Searches CLBlast's GEMM kernel parameters (Xgemm, XgemmDirect and the size
+ * from which the tiled kernel replaces the direct one) for the context's
+ * device for about `seconds`, timing random valid sets on GEMM shapes like the
+ * layer's, and stores the winners in the cache directory under the device's
+ * name and driver version; every context created later on that device applies
+ * them. A set is stored only where it beats the parameters in force. The
+ * parameters stay in force for the whole process (CLBlast keeps them per
+ * device). `log` (may be NULL) receives one line per step. Fails with
+ * LF_ERR_IO when the cache is off.
+ */
+typedef void (*lf_tune_log)(const char *line, void *user);
+LF_API lf_status lf_gemm_tune(lf_context *ctx, double seconds, lf_tune_log log, void *user);
+
 /* ---- Attention layer ---------------------------------------------------- */
 typedef enum {
     LF_MODE_LINFORMER = 0, /* compressed keys/values: O(n k) */

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "bench.h"
-#include "bench_gemm.h"
 #include "bench_options.h"
 #include "bench_output.h"
 #include "bench_plot.h"
@@ -106,14 +105,13 @@ static int write_outputs(const bench_options *o, bench_files *f, const bench_dev
 /* The yardstick: what the device's GEMM reaches, beside which the modes' GFLOP/s read. */
 static void print_gemm_rates(const bench_device *devs, size_t ndev)
 {
-    char err[4096];
     for (size_t d = 0; d < ndev; d++) {
         double gflops = 0;
-        if (bench_gemm_rate(devs[d].ctx, 1024, 3, &gflops, err, sizeof err) == 0)
-            printf("device %s GEMM rate: %.1f GFLOP/s (CLBlast SGEMM 1024 x 1024 x 1024, median of 3)\n", devs[d].sel,
-                   gflops);
+        if (lf_gemm_rate(devs[d].ctx, 1024, 1024, 1024, &gflops) == LF_OK)
+            printf("device %s GEMM rate: %.1f GFLOP/s (%s SGEMM 1024 x 1024 x 1024, median of 5)\n", devs[d].sel,
+                   gflops, lf_context_gemm_backend(devs[d].ctx));
         else
-            fprintf(stderr, "linformer bench: device %s: %s\n", devs[d].sel, err);
+            fprintf(stderr, "linformer bench: device %s: GEMM rate: %s\n", devs[d].sel, lf_context_last_error(devs[d].ctx));
     }
 }
 

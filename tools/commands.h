@@ -6,5 +6,6 @@ int cmd_devices(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_rank(int argc, char **argv);
+int cmd_tune(int argc, char **argv);
 
 #endif

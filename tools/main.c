@@ -15,6 +15,7 @@ static const struct {
     {"run", cmd_run, "run an attention layer from a safetensors model on a safetensors input"},
     {"bench", cmd_bench, "benchmark Linformer against dense and flash attention"},
     {"rank", cmd_rank, "measure how much rank a model's attention needs (spectra of P, error per k)"},
+    {"tune", cmd_tune, "search CLBlast's GEMM parameters for a device and keep them"},
 };
 
 static void usage(FILE *out)

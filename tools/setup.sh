@@ -4,6 +4,6 @@
 set -eu
 cd "$(dirname "$0")/.."
 tools/install-packages.sh cmake make gcc pkg-config ocl-icd-opencl-dev opencl-headers pocl-opencl-icd \
-    clinfo libclblast-dev libcriterion-dev libcjson-dev liblapacke-dev gnuplot-nox patchelf
+    clinfo libclblast-dev libcriterion-dev libcjson-dev liblapacke-dev libopenblas-dev gnuplot-nox patchelf
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >&2
 cmake --build build -j"$(nproc)" >&2
