@@ -18,9 +18,8 @@ INTEL_OPENCL_RT=2026.2.0
 INTEL_CMPLR_LIB_RT=2026.2.0 # libimf, libsvml, libirng, libintlc
 INTEL_TBB=2023.2.0          # libtbb, libtbbmalloc (the runtime's task scheduler)
 
-build=${LF_BUILD_DIR:-build}
-dest="$build/intel-opencl"
-vendors="$build/opencl-vendors"
+dest=build/intel-opencl
+vendors=build/opencl-vendors
 stamp="opencl-rt $INTEL_OPENCL_RT cmplr-lib-rt $INTEL_CMPLR_LIB_RT tbb $INTEL_TBB"
 
 if [ "${LINFORMER_SKIP_INTEL:-0}" = 1 ]; then
@@ -48,6 +47,9 @@ if [ "$(cat "$dest/VERSIONS" 2>/dev/null)" != "$stamp" ]; then
             '*/lib/cllibrary*' '*/lib/clbltfn*.rtl' '*/lib/libocl_svml_*.so' \
             '*/lib/libimf.so' '*/lib/libsvml.so' '*/lib/libirng.so' '*/lib/libintlc.so.5' \
             '*/lib/libtbb.so.12' '*/lib/libtbbmalloc.so.2' 2>/dev/null || [ $? = 11 ] # 11: no match in this wheel
+    done
+    for f in libintelocl.so libcommon_clang.so.* libtbb.so.12 libsvml.so; do
+        [ -e "$dest/lib/"$f ] || { echo "install-intel-opencl: no $f in the wheels" >&2; exit 1; }
     done
     unzip -q -o "$dest"/wheels/intel_opencl_rt-*.whl '*/LICENSE.txt' -d "$dest/license"
     rm -rf "$dest/wheels"
