@@ -24,7 +24,7 @@ static struct idle_cl {
 static size_t idle_count;
 static pthread_mutex_t idle_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Takes a kept cl_context and queue of dev into ctx; false if there is none. */
+/* Takes a kept cl_context and queue of ctx's device into ctx; false if none. */
 static bool idle_take(lf_context *ctx)
 {
     bool found = false;
@@ -156,9 +156,10 @@ lf_status lf_context_create_from_cl(cl_context context, cl_command_queue queue, 
 void lf_context_free(lf_context *ctx)
 {
     if (!ctx) return;
-    if (ctx->queue) clFinish(ctx->queue);
+    /* a queue that failed to finish is not handed to the next context */
+    bool healthy = ctx->queue && clFinish(ctx->queue) == CL_SUCCESS;
     lf__programs_free(ctx);
-    if (!(ctx->own && ctx->cl && ctx->queue && idle_put(ctx))) {
+    if (!(ctx->own && ctx->cl && healthy && idle_put(ctx))) {
         /* Releasing a cl_context: CLBlast's programs must let go of it (see idle). */
         CLBlastClearCache();
         if (ctx->queue) clReleaseCommandQueue(ctx->queue);
