@@ -6,6 +6,50 @@
 
 #include <clblast_c.h>
 
+/* Freed contexts' OpenCL contexts, kept for the next lf_context_create on
+ * their device. CLBlast keeps its GEMM programs per cl_context for the life of
+ * the process, each holding its cl_context, and can only drop them all at once
+ * (CLBlastClearCache), device binaries included: without this, each context
+ * created after another was freed would compile CLBlast's kernels from source
+ * again (seconds on Intel's CPU runtime, which has no disk cache), and without
+ * the clear every freed context would stay allocated (~5 MiB). A kept
+ * cl_context is never in use by two lf_contexts at once; at most
+ * LF_IDLE_CONTEXTS are kept, until the process ends. */
+#define LF_IDLE_CONTEXTS 4
+static struct idle_cl {
+    cl_device_id device;
+    cl_context cl;
+    cl_command_queue queue;
+} idle[LF_IDLE_CONTEXTS];
+static size_t idle_count;
+static pthread_mutex_t idle_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Takes a kept cl_context and queue of ctx's device into ctx; false if none. */
+static bool idle_take(lf_context *ctx)
+{
+    bool found = false;
+    pthread_mutex_lock(&idle_lock);
+    for (size_t i = 0; i < idle_count && !found; i++) {
+        if (idle[i].device != ctx->device) continue;
+        ctx->cl = idle[i].cl;
+        ctx->queue = idle[i].queue;
+        idle[i] = idle[--idle_count];
+        found = true;
+    }
+    pthread_mutex_unlock(&idle_lock);
+    return found;
+}
+
+/* Keeps ctx's cl_context and queue for the next context; false if full. */
+static bool idle_put(const lf_context *ctx)
+{
+    pthread_mutex_lock(&idle_lock);
+    bool kept = idle_count < LF_IDLE_CONTEXTS;
+    if (kept) idle[idle_count++] = (struct idle_cl){ctx->device, ctx->cl, ctx->queue};
+    pthread_mutex_unlock(&idle_lock);
+    return kept;
+}
+
 static lf_status context_new(lf_context **out)
 {
     lf_context *ctx = calloc(1, sizeof *ctx);
@@ -55,10 +99,13 @@ lf_status lf_context_create(const char *selector, lf_context **out, char *errbuf
     ctx->platform = platforms[chosen.platform_index];
     ctx->device = ids[chosen.device_index];
     ctx->info = chosen;
-    cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)ctx->platform, 0};
-    ctx->cl = clCreateContext(props, 1, &ctx->device, NULL, NULL, &err);
-    if (err == CL_SUCCESS)
-        ctx->queue = clCreateCommandQueue(ctx->cl, ctx->device, CL_QUEUE_PROFILING_ENABLE, &err);
+    ctx->own = true;
+    if (!idle_take(ctx)) {
+        cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)ctx->platform, 0};
+        ctx->cl = clCreateContext(props, 1, &ctx->device, NULL, NULL, &err);
+        if (err == CL_SUCCESS)
+            ctx->queue = clCreateCommandQueue(ctx->cl, ctx->device, CL_QUEUE_PROFILING_ENABLE, &err);
+    }
     if (err != CL_SUCCESS) {
         lf__fail_buf(errbuf, errbuf_size, LF_ERR_OPENCL, "opening \"%s\" failed: %s",
                      chosen.device_name, lf_cl_error_string(err));
@@ -128,16 +175,15 @@ void lf_context_free(lf_context *ctx)
 void lf__context_release(lf_context *ctx)
 {
     if (atomic_fetch_sub(&ctx->refs, 1) != 1) return;
-    if (ctx->queue) clFinish(ctx->queue);
+    /* a queue that failed to finish is not handed to the next context */
+    bool healthy = ctx->queue && clFinish(ctx->queue) == CL_SUCCESS;
     lf__programs_free(ctx);
-    /* CLBlast caches its GEMM programs per cl_context for the life of the
-     * process, and each holds its cl_context: without this every context
-     * created and freed would stay allocated (~5 MiB on PoCL). The cache is
-     * global, so other live contexts rebuild their GEMM programs once (from
-     * the OpenCL implementation's own binary cache where it has one). */
-    CLBlastClearCache();
-    if (ctx->queue) clReleaseCommandQueue(ctx->queue);
-    if (ctx->cl) clReleaseContext(ctx->cl);
+    if (!(ctx->own && ctx->cl && healthy && idle_put(ctx))) {
+        /* Releasing a cl_context: CLBlast's programs must let go of it (see idle). */
+        CLBlastClearCache();
+        if (ctx->queue) clReleaseCommandQueue(ctx->queue);
+        if (ctx->cl) clReleaseContext(ctx->cl);
+    }
     pthread_mutex_destroy(&ctx->lock);
     free(ctx);
 }

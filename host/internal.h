@@ -29,6 +29,7 @@ struct lf_context {
     cl_command_queue queue;
     bool profiling;          /* the queue records profiling events */
     lf_gemm_backend gemm;    /* chosen at creation (LINFORMER_GEMM) */
+    bool own;                /* cl and queue were opened here, not handed in by the host */
     lf_device_info info;
     lf_program_entry *programs; /* built programs of this context, by source and options */
     unsigned cache_hits, cache_misses, cache_rejected; /* disk cache counters, for tests */

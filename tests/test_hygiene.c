@@ -8,10 +8,12 @@
  * would grow RSS by ~100 MiB over 1000 iterations. Host-side leaks of any size
  * are LeakSanitizer's job (tools/check-robustness.sh runs this test under it).
  *
- * Contexts are created 200 times, not 1000: each one opens the OpenCL device,
- * loads its kernels from the disk cache and runs a forward, ~50-100 ms on PoCL,
- * so 1000 would take a minute or more of the shared CI cores without finding
- * more than 200 do (a per-context leak of even 100 KiB shows as 20 MiB).
+ * Contexts are created 200 times, not 1000: each one takes the OpenCL context
+ * the one before left (host/context.c keeps it, and with it CLBlast's GEMM
+ * programs, which otherwise compile again: seconds per context on Intel's CPU
+ * runtime), loads its kernels from the disk cache and runs a forward, ~50-100
+ * ms, so 1000 would take a minute or more of the shared CI cores without
+ * finding more than 200 do (a per-context leak of even 100 KiB shows as 20 MiB).
  * There is no model API in linformer.h yet; lf_attention_load (the model
  * loader) is exercised instead.
  */
@@ -112,7 +114,7 @@ Test(hygiene, layers_projections_and_loads_1000_times)
     lf_context_free(ctx);
 }
 
-Test(hygiene, contexts_200_times)
+Test(hygiene, contexts_200_times, .timeout = 600)
 {
     uint64_t rng = lf_test_seed();
     float *x = malloc(2 * NMAX * D * sizeof *x), *y = malloc(2 * NMAX * D * sizeof *y);
@@ -133,4 +135,31 @@ Test(hygiene, contexts_200_times)
     }
     expect_flat(rss_kib() - base, CONTEXT_MARGIN_KIB, total, "contexts");
     free(x), free(y);
+}
+
+/* A freed context's cl_context serves the next context on its device (so
+ * CLBlast's programs built for it serve too), never two live contexts at once,
+ * and a cl_context the host handed in is never kept. */
+Test(hygiene, freed_context_is_reused_on_its_device)
+{
+    lf_context *first = lf_test_context();
+    cl_context kept = lf_context_cl_context(first);
+    clRetainContext(kept); /* so that a new context cannot get its address */
+    lf_context *live = lf_test_context();
+    cr_expect_neq(lf_context_cl_context(live), kept, "two live contexts share a cl_context");
+    lf_context_free(first);
+    lf_context *next = lf_test_context();
+    cr_expect_eq(lf_context_cl_context(next), kept, "the freed context's cl_context was not reused");
+
+    cl_uint refs = 0, after = 0;
+    lf_context *wrapped = NULL;
+    char msg[1024];
+    clGetContextInfo(kept, CL_CONTEXT_REFERENCE_COUNT, sizeof refs, &refs, NULL);
+    cr_assert_eq(lf_context_create_from_cl(kept, lf_context_cl_queue(next), &wrapped, msg, sizeof msg), LF_OK, "%s", msg);
+    lf_context_free(wrapped);
+    clGetContextInfo(kept, CL_CONTEXT_REFERENCE_COUNT, sizeof after, &after, NULL);
+    cr_expect_eq(after, refs, "a handed-in cl_context kept %u references after its lf_context was freed", after - refs);
+    lf_context_free(next);
+    lf_context_free(live);
+    clReleaseContext(kept);
 }

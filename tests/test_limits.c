@@ -67,7 +67,9 @@ Test(limits, context_refcount_counts_buffers)
     cl_uint with = context_refs();
     clReleaseMemObject(m);
     cr_expect_eq(context_refs(), before);
-    if (with == before) cr_log_warn("this OpenCL implementation does not count buffers in the context's references");
+    /* Information, not a warning: Criterion exits non-zero after any warning
+     * (its --ignore-warnings aside), though every test passed. */
+    if (with == before) cr_log_info("this OpenCL implementation does not count buffers in the context's references");
 }
 
 Test(limits, weights_over_max_alloc)

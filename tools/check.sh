@@ -1,7 +1,9 @@
 #!/bin/sh
 # The whole test suite: sets up and builds like tools/setup.sh, runs every
-# Criterion test on the default OpenCL device, then builds a program against
-# the installed package.
+# Criterion test once on each OpenCL platform (PoCL, and Intel's CPU runtime
+# unless LINFORMER_SKIP_INTEL=1: tests/CMakeLists.txt), then builds a program
+# against the installed package and runs the robustness checks (on the
+# default device).
 set -eu
 cd "$(dirname "$0")/.."
 tools/setup.sh
