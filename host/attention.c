@@ -270,7 +270,7 @@ static lf_status forward_locked(lf_attention *L, cl_mem x, cl_mem y, int batch, 
     cl_int err = clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, lf__event(&L->tl));
     if (err != CL_SUCCESS) st = lf__cl_fail(ctx, err, "clEnqueueMarkerWithWaitList");
     lf__event_done(&L->tl, NULL);
-    const lf_pass pass = {ctx, &L->plan, &L->w, &L->ws, &L->tl, batch, n, lens};
+    const lf_pass pass = {ctx, &L->plan, &L->w, &L->ws, &L->tl, batch, n, lens, false};
     if (st == LF_OK) st = lf__attention_pass(&pass, x, y);
     free(lens);
     return st;

@@ -35,6 +35,7 @@ typedef struct {
     const float *shared_e;          /* layerwise projection, or NULL */
     const float *tok, *pos;         /* embeddings [vocab, D], [positions, D] (pos may be NULL) */
     int pos_offset;
+    double embed_scale;
     const float *emb_g, *emb_b;     /* LayerNorm after the embeddings, or NULL */
     const float *final_g, *final_b; /* LayerNorm after the last layer, or NULL */
     const float *logits_w, *logits_b; /* [vocab, D], [vocab] (LM) */
