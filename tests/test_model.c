@@ -6,6 +6,8 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "helpers.h"
 #include "safetensors.h"
@@ -104,3 +106,42 @@ Test(model_pytorch, linformer_one_kv_head_mixed_lengths)
 Test(model_pytorch, lm) { expect_pytorch_output("lm", LF_MODEL_LM, 2); }
 Test(model_pytorch, lm_share_kv_shorter_mixed_lengths) { expect_pytorch_output("lm_share_kv_short_mixed", LF_MODEL_LM, 2); }
 Test(model_pytorch, lm_share_kv_one_kv_head) { expect_pytorch_output("lm_one_kv_head", LF_MODEL_LM, 3); }
+
+/* ---- `linformer run` on a model file ---- */
+
+static void run_tool(const char *name, const char *extra, int want_rc, char *log, size_t log_size, const char *out)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s run --model %s/tests/data/models/%s.model.safetensors --input "
+                              "%s/tests/data/models/%s.io.safetensors --output %s %s",
+             LF_TOOL_PATH, LF_SOURCE_DIR, name, LF_SOURCE_DIR, name, out, extra);
+    const int rc = lf_test_system(cmd, log, log_size);
+    cr_assert_eq(rc, want_rc, "%s: exit %d, output:\n%s", cmd, rc, log);
+}
+
+Test(model_pytorch, run_command_serves_a_language_model)
+{
+    char log[8192], out[256], msg[512];
+    snprintf(out, sizeof out, "%s/lf_model_run_%d.safetensors", P_tmpdir, (int)getpid());
+    run_tool("lm_share_kv_short_mixed", "", 0, log, sizeof log, out);
+    cr_expect(strstr(log, "device "), "no device line:\n%s", log);
+    cr_expect(strstr(log, "lucidrains language model: 2 layers"), "no model line:\n%s", log);
+    fixture_io f = {0};
+    read_io("lm_share_kv_short_mixed", &f);
+    lf_st_file y;
+    cr_assert_eq(lf_st_open(out, &y, msg, sizeof msg), LF_OK, "%s", msg);
+    const lf_st_tensor *t = lf_st_find(&y, "y");
+    cr_assert(t && t->count == f.y_count);
+    float *got = malloc(t->count * sizeof *got);
+    cr_assert_eq(lf_st_to_f32(t, got, msg, sizeof msg), LF_OK);
+    const double e = lf_test_rel_err_f(got, f.y, f.y_count);
+    cr_expect_leq(e, 1e-4, "linformer run: relative error %.3g against PyTorch", e);
+    free(got);
+    lf_st_close(&y);
+    free_io(&f);
+    unlink(out);
+    run_tool("lm", "--heads 3", 1, log, sizeof log, out);
+    cr_expect(strstr(log, "heads 3 was given but") && strstr(log, "says 2"), "%s", log);
+    run_tool("encoder_depth3", "--norm sideways", 2, log, sizeof log, out);
+    cr_expect(strstr(log, "--norm is pre or post"), "%s", log);
+}

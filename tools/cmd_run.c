@@ -1,10 +1,11 @@
-/* cmd_run.c - `linformer run`: one attention layer from safetensors files. */
+/* cmd_run.c - `linformer run`: an attention layer, or a whole model (cmd_run_model.c), from safetensors files. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
 #include "linformer.h"
+#include "run_model.h"
 #include "safetensors.h"
 
 static void usage(FILE *out)
@@ -13,17 +14,22 @@ static void usage(FILE *out)
             "usage: linformer run --model M.safetensors --input X.safetensors --output Y.safetensors\n"
             "                     [--device SEL] [--heads H] [--mode linformer|dense|flash] [--repeat N]\n\n"
             "Runs one attention layer saved from lucidrains' LinformerSelfAttention (to_q.weight,\n"
-            "to_k.weight, to_v.weight, proj_k, proj_v, to_out.weight, to_out.bias).\n"
+            "to_k.weight, to_v.weight, proj_k, proj_v, to_out.weight, to_out.bias), or a whole model:\n"
+            "lucidrains' Linformer (x -> y), LinformerLM (`tokens` i64 [batch, n] -> `y` = logits\n"
+            "[batch, n, vocab]) or fairseq's Linformer encoder; the file says which.\n"
             "The input file holds `x` (f32 [batch, n, d_model]) and optionally `lengths` (i32 or i64\n"
             "[batch]); the output file gets `y` (f32 [batch, n, d_model]).\n\n"
             "  --heads H     head count, if the model's __metadata__ has no \"heads\" entry\n"
             "  --mode M      linformer (default), or the exact baselines dense and flash\n"
             "  --repeat N    run the forward N times and print the median device time\n"
+            "  --activation A, --norm pre|post, --prefix P   a model's activation (gelu, gelu_tanh,\n"
+            "                relu) and norm if its __metadata__ has none; its tensors' prefix in the file\n"
             "  --device SEL  see `linformer devices --help`\n");
 }
 
 typedef struct {
     const char *model, *input, *output, *device;
+    const char *prefix, *activation, *norm; /* models only */
     int heads, repeat;
     lf_mode mode;
 } run_options;
@@ -58,6 +64,9 @@ static int parse(int argc, char **argv, run_options *o)
         else if (!strcmp(a, "--input")) o->input = v;
         else if (!strcmp(a, "--output")) o->output = v;
         else if (!strcmp(a, "--device")) o->device = v;
+        else if (!strcmp(a, "--prefix")) o->prefix = v;
+        else if (!strcmp(a, "--activation")) o->activation = v;
+        else if (!strcmp(a, "--norm")) o->norm = v;
         else if (!strcmp(a, "--heads")) { if (parse_int(a, v, 1, &o->heads)) return 2; }
         else if (!strcmp(a, "--repeat")) { if (parse_int(a, v, 1, &o->repeat)) return 2; }
         else if (!strcmp(a, "--mode")) {
@@ -151,6 +160,9 @@ int cmd_run(int argc, char **argv)
 {
     run_options o;
     if (parse(argc, argv, &o)) return 2;
+    if (!run_is_layer_file(o.model, o.prefix))
+        return run_model(&(run_model_args){o.model, o.input, o.output, o.device, o.prefix, o.activation, o.norm,
+                                           o.heads, o.repeat});
     char msg[4096];
     lf_context *ctx = NULL;
     lf_attention *layer = NULL;
