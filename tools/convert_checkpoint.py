@@ -15,6 +15,7 @@ layer also names as its compress_k) are written once, under the shortest name.
 Needs torch and safetensors.
 """
 import argparse
+import pickle
 import sys
 
 import torch
@@ -123,7 +124,7 @@ def main(argv=None):
         state = deduplicate(select(state, args.prefix))
         meta = metadata(args, config, state)
         save_file(state, args.output, metadata=meta)
-    except (ConvertError, OSError, RuntimeError) as e:
+    except (ConvertError, OSError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
         print(f"convert_checkpoint: {e}", file=sys.stderr)
         return 1
     print(f"{args.output}: {len(state)} tensors, {meta}", file=sys.stderr)
