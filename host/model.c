@@ -68,9 +68,9 @@ lf_status lf_norm_parse(const char *name, lf_norm *norm)
 
 /* ---- Weight sizes ---- */
 
-static size_t ff_rows(const lf_model_config *c) { return (size_t)c->info.d_ff * (c->info.glu ? 2 : 1); }
+static size_t ff_rows(const lf_model_spec *c) { return (size_t)c->info.d_ff * (c->info.glu ? 2 : 1); }
 
-static size_t layer_count(const lf_model_config *c, lf_layer_tensor t)
+static size_t layer_count(const lf_model_spec *c, lf_layer_tensor t)
 {
     const size_t D = c->info.d_model;
     switch (t) {
@@ -84,7 +84,7 @@ static size_t layer_count(const lf_model_config *c, lf_layer_tensor t)
     return 0;
 }
 
-static size_t model_count(const lf_model_config *c, lf_model_tensor t)
+static size_t model_count(const lf_model_spec *c, lf_model_tensor t)
 {
     const size_t D = c->info.d_model, V = c->info.vocab;
     const bool tokens = c->info.kind != LF_MODEL_ENCODER, lm = c->info.kind == LF_MODEL_LM;
@@ -103,7 +103,7 @@ static size_t model_count(const lf_model_config *c, lf_model_tensor t)
 
 /* ---- Creating ---- */
 
-static lf_status check_config(lf_context *ctx, const lf_model_config *c)
+static lf_status check_config(lf_context *ctx, const lf_model_spec *c)
 {
     const lf_model_info *i = &c->info;
     if (i->kind < LF_MODEL_ENCODER || i->kind > LF_MODEL_LM)
@@ -125,7 +125,7 @@ static lf_status check_config(lf_context *ctx, const lf_model_config *c)
 /* Layer i's attention: resolved into its plan; the layerwise projection's size is the model's. */
 static lf_status plan_layer(lf_model *m, int i, const lf_attention_config *a)
 {
-    const lf_model_config *c = &m->cfg;
+    const lf_model_spec *c = &m->cfg;
     const bool layerwise = a->mode == LF_MODE_LINFORMER && a->sharing == LF_SHARE_LAYERWISE;
     if (a->d_model != c->info.d_model)
         return lf__fail(m->ctx, LF_ERR_ARGUMENT, "layer %d: d_model %d, the model's is %d", i, a->d_model,
@@ -206,7 +206,7 @@ static lf_status create(lf_context *ctx, lf_model *m, const lf_attention_config 
     return st;
 }
 
-lf_status lf__model_create(lf_context *ctx, const lf_model_config *cfg, const lf_attention_config *attn,
+lf_status lf__model_create(lf_context *ctx, const lf_model_spec *cfg, const lf_attention_config *attn,
                            lf_model **out)
 {
     *out = NULL;
@@ -224,6 +224,58 @@ lf_status lf__model_create(lf_context *ctx, const lf_model_config *cfg, const lf
     lf__context_retain(ctx);
     *out = m;
     return LF_OK;
+}
+
+void lf_model_config_init(lf_model_config *cfg, lf_model_kind kind, int layers, int d_model, int d_ff, int vocab)
+{
+    if (!cfg) return;
+    *cfg = (lf_model_config){.kind = kind, .layers = layers, .d_model = d_model, .d_ff = d_ff, .vocab = vocab,
+                             .norm = LF_NORM_PRE, .activation = LF_ACT_GELU, .bias_ff1 = 1, .bias_ff2 = 1,
+                             .embed_scale = 1.0f, .eps = 1e-5f, .head_bias = 1};
+}
+
+/* The spec of a model built by hand; the layerwise projection's size from its layers. */
+static lf_status spec_from_config(lf_context *ctx, const lf_model_config *c, const lf_attention_config *layers,
+                                  lf_model_spec *s)
+{
+    if (!(c->eps > 0.0f) || !(c->embed_scale == c->embed_scale) || c->positions < 0 || c->pos_offset < 0)
+        return lf__fail(ctx, LF_ERR_ARGUMENT, "eps must be > 0, embed_scale a number, positions and pos_offset >= 0");
+    *s = (lf_model_spec){.info = {.kind = c->kind, .layout = "host arrays", .layers = c->layers, .d_model = c->d_model,
+                                  .d_ff = c->d_ff, .vocab = c->vocab, .norm = c->norm, .activation = c->activation,
+                                  .glu = c->glu != 0},
+                         .positions = c->kind == LF_MODEL_ENCODER ? 0 : c->positions, .pos_offset = c->pos_offset,
+                         .embed_scale = c->embed_scale, .eps = c->eps, .bias_ff1 = c->bias_ff1 != 0,
+                         .bias_ff2 = c->bias_ff2 != 0, .head_bias = c->head_bias != 0, .emb_norm = c->emb_norm != 0,
+                         .final_norm = c->final_norm != 0};
+    for (int i = 0; i < c->layers; i++)
+        if (layers[i].mode == LF_MODE_LINFORMER && layers[i].sharing == LF_SHARE_LAYERWISE) {
+            s->info.layerwise = 1, s->shared_k = layers[i].k, s->shared_n = layers[i].max_seq_len;
+            break;
+        }
+    return LF_OK;
+}
+
+lf_status lf_model_create(lf_context *ctx, const lf_model_config *cfg, const lf_attention_config *layers,
+                          lf_model **out)
+{
+    if (out) *out = NULL;
+    if (!ctx) return LF_ERR_ARGUMENT;
+    if (!out) return lf__fail(ctx, LF_ERR_ARGUMENT, "out is NULL");
+    if (!cfg) return lf__fail(ctx, LF_ERR_ARGUMENT, "cfg is NULL");
+    if (!layers) return lf__fail(ctx, LF_ERR_ARGUMENT, "layers is NULL");
+    if (cfg->layers <= 0 || cfg->layers > 65536)
+        return lf__fail(ctx, LF_ERR_ARGUMENT, "layers must be in [1, 65536], got %d", cfg->layers);
+    lf_model_spec spec;
+    LF_TRY(spec_from_config(ctx, cfg, layers, &spec));
+    return lf__model_create(ctx, &spec, layers, out);
+}
+
+lf_status lf_model_set_weight(lf_model *model, int layer, const char *name, const float *data, size_t count)
+{
+    if (!model) return LF_ERR_ARGUMENT;
+    if (!name) return lf__fail(model->ctx, LF_ERR_ARGUMENT, "name is NULL");
+    if (!data) return lf__fail(model->ctx, LF_ERR_ARGUMENT, "data for weight \"%s\" is NULL", name);
+    return lf__model_set(model, layer, name, data, count);
 }
 
 void lf_model_free(lf_model *model)

@@ -25,7 +25,7 @@ typedef struct {
     int bias_ff1, bias_ff2, head_bias;
     int emb_norm, final_norm; /* LayerNorm after the embeddings, after the last layer */
     int shared_k, shared_n;   /* the layerwise projection [k, n] when info.layerwise */
-} lf_model_config;
+} lf_model_spec;
 
 /* The model's activations, besides the attention layers' workspace. */
 typedef enum { LF_A_X, LF_A_H, LF_A_A, LF_A_FF, LF_A_TOKENS, LF_A_IN, LF_A_OUT, LF_A_COUNT } lf_act_buf;
@@ -39,7 +39,7 @@ typedef struct {
 
 struct lf_model {
     lf_context *ctx; /* held */
-    lf_model_config cfg;
+    lf_model_spec cfg;
     lf_model_layer *layer;
     cl_mem m[LF_M_COUNT];
     bool m_set[LF_M_COUNT];
@@ -52,7 +52,7 @@ struct lf_model {
 
 /* Creates a model with every weight buffer allocated (biases that are off
  * stay 0); attn[i] is layer i's attention config. */
-lf_status lf__model_create(lf_context *ctx, const lf_model_config *cfg, const lf_attention_config *attn,
+lf_status lf__model_create(lf_context *ctx, const lf_model_spec *cfg, const lf_attention_config *attn,
                            lf_model **out);
 
 /* Sets a weight from host floats. layer -1: the model's own ("tok", "pos",

@@ -150,7 +150,7 @@ static lf_status layer_attention(lf_source *s, int i, int heads, lf_attention_co
 }
 
 /* The feed-forward and norms of layer i; layer 0 sets d_ff, glu and the biases, the others must agree. */
-static lf_status layer_ffn(const lf_source *s, int i, lf_model_config *cfg)
+static lf_status layer_ffn(const lf_source *s, int i, lf_model_spec *cfg)
 {
     const lf_st_tensor *const *t = s->t[i];
     const int64_t D = cfg->info.d_model, R = t[LF_R_W1]->shape[0], F = t[LF_R_W2]->shape[1];
@@ -185,7 +185,7 @@ static lf_status pair(const lf_source *s, lf_model_tensor g, lf_model_tensor b, 
     return expect_shape(s, m[b], D, 0);
 }
 
-static lf_status model_tensors(const lf_source *s, lf_model_config *cfg)
+static lf_status model_tensors(const lf_source *s, lf_model_spec *cfg)
 {
     const lf_st_tensor *const *m = s->m;
     const int64_t D = cfg->info.d_model;
@@ -217,7 +217,7 @@ static lf_status model_tensors(const lf_source *s, lf_model_config *cfg)
 }
 
 /* eps, and fairseq's position offset (padding_idx + 1) and embedding scale. */
-static lf_status numbers(const lf_source *s, lf_model_config *cfg)
+static lf_status numbers(const lf_source *s, lf_model_spec *cfg)
 {
     double eps = 1e-5, scale = 1.0;
     long padding = s->fairseq ? 1 : -1;
@@ -228,7 +228,7 @@ static lf_status numbers(const lf_source *s, lf_model_config *cfg)
     return LF_OK;
 }
 
-lf_status lf__model_source_config(lf_source *s, const lf_model_options *opts, lf_model_config *cfg,
+lf_status lf__model_source_config(lf_source *s, const lf_model_options *opts, lf_model_spec *cfg,
                                   lf_attention_config *attn)
 {
     memset(cfg, 0, sizeof *cfg);

@@ -34,7 +34,7 @@ static lf_status layernorm(const lf_run *r, cl_mem x, cl_mem res, cl_mem out, cl
 static lf_status feed_forward(const lf_run *r, const lf_model_layer *L, cl_mem in, cl_mem out, float beta)
 {
     lf_model *m = r->m;
-    const lf_model_config *c = &m->cfg;
+    const lf_model_spec *c = &m->cfg;
     const size_t D = c->info.d_model, F = c->info.d_ff, F2 = F * (c->info.glu ? 2 : 1);
     lf_gemm_args g1 = {.trans_b = true, .m = r->rows, .n = F2, .k = D, .alpha = 1.0f, .a = in, .lda = D,
                        .b = L->t[LF_L_W1], .ldb = D, .c = act(r, LF_A_FF), .ldc = F2, .what = "gemm ffn1"};
@@ -87,7 +87,7 @@ static lf_status copy(const lf_run *r, cl_mem from, cl_mem to, size_t bytes, con
 static lf_status input(const lf_run *r, cl_mem in)
 {
     lf_model *m = r->m;
-    const lf_model_config *c = &m->cfg;
+    const lf_model_spec *c = &m->cfg;
     const size_t D = c->info.d_model;
     if (c->info.kind == LF_MODEL_ENCODER) LF_TRY(copy(r, in, act(r, LF_A_X), r->rows * D * sizeof(float), "copy"));
     else {
@@ -104,7 +104,7 @@ static lf_status input(const lf_run *r, cl_mem in)
 static lf_status output(const lf_run *r, cl_mem y)
 {
     lf_model *m = r->m;
-    const lf_model_config *c = &m->cfg;
+    const lf_model_spec *c = &m->cfg;
     const size_t D = c->info.d_model, V = c->info.vocab;
     cl_mem X = act(r, LF_A_X);
     if (c->final_norm) LF_TRY(layernorm(r, X, NULL, X, m->m[LF_M_FINAL_G], m->m[LF_M_FINAL_B], false));
@@ -126,7 +126,7 @@ static lf_status output(const lf_run *r, cl_mem y)
 static lf_status prepare(const lf_run *r)
 {
     lf_model *m = r->m;
-    const lf_model_config *c = &m->cfg;
+    const lf_model_spec *c = &m->cfg;
     const size_t X = r->rows * c->info.d_model * sizeof(float);
     const size_t FF = r->rows * c->info.d_ff * (c->info.glu ? 2 : 1) * sizeof(float);
     const size_t sizes[3] = {X, X, X};

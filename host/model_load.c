@@ -239,7 +239,7 @@ static lf_status load(lf_source *s, const lf_model_options *opts, lf_model **out
 {
     LF_TRY(find_layout(s, opts->prefix));
     LF_TRY(collect(s));
-    lf_model_config cfg;
+    lf_model_spec cfg;
     lf_attention_config *attn = calloc(s->layers, sizeof *attn);
     if (!attn) return lf__fail(s->ctx, LF_ERR_OUT_OF_MEMORY, "out of host memory");
     lf_status st = lf__model_source_config(s, opts, &cfg, attn);

@@ -40,7 +40,7 @@ typedef struct {
 
 /* The model's config and each layer's attention config from the tensors'
  * shapes, __metadata__ and opts (model_config.c). */
-lf_status lf__model_source_config(lf_source *s, const lf_model_options *opts, lf_model_config *cfg,
+lf_status lf__model_source_config(lf_source *s, const lf_model_options *opts, lf_model_spec *cfg,
                                   lf_attention_config *attn);
 
 #endif

@@ -27,7 +27,7 @@
  *   - lf_context_free clears CLBlast's process-wide GEMM program cache, which
  *     would otherwise keep every freed context alive; other live contexts
  *     rebuild their GEMM programs once.
- *   - An object (layer, projection) must not be freed while another thread uses it.
+ *   - An object (layer, projection, model) must not be freed while another thread uses it.
  */
 #ifndef LINFORMER_H
 #define LINFORMER_H
@@ -407,6 +407,51 @@ typedef struct lf_model lf_model;
  */
 LF_API lf_status lf_model_load(lf_context *ctx, const char *path, const lf_model_options *opts,
                                lf_model **out);
+/* A model built from host arrays: its shape and options. */
+typedef struct {
+    lf_model_kind kind;
+    int layers, d_model, d_ff; /* d_ff: the feed-forward's hidden width (after GLU) */
+    int vocab;                 /* token kinds: embedding rows; LF_MODEL_LM: logits too */
+    lf_norm norm;
+    lf_activation activation;
+    int glu;                   /* "w1" has 2 d_ff rows [a | g]: act(a) * g */
+    int bias_ff1, bias_ff2;    /* "b1", "b2" exist */
+    int positions;             /* rows of "pos" (0 = no positional embedding) */
+    int pos_offset;            /* the row of position 0 in "pos" (fairseq: padding_idx + 1) */
+    float embed_scale;         /* token embeddings are multiplied by it */
+    float eps;                 /* of every LayerNorm */
+    int emb_norm, final_norm;  /* a LayerNorm after the embeddings, after the last layer */
+    int head_bias;             /* LF_MODEL_LM: "head_b" exists */
+} lf_model_config;
+
+/* Defaults: pre-norm, GELU, no GLU, both feed-forward biases, no positional
+ * embedding, scale 1, eps 1e-5, no extra norms, a head bias. */
+LF_API void lf_model_config_init(lf_model_config *cfg, lf_model_kind kind, int layers, int d_model, int d_ff,
+                                 int vocab);
+
+/*
+ * Creates a model from a config and one attention config per layer
+ * (layers[i].d_model must be cfg->d_model; their projections learned; with
+ * LF_SHARE_LAYERWISE every layer shares the model's "shared_e" and all have
+ * the same k and max_seq_len). Weights are then set with lf_model_set_weight;
+ * a forward refuses a model with a weight never set.
+ */
+LF_API lf_status lf_model_create(lf_context *ctx, const lf_model_config *cfg, const lf_attention_config *layers,
+                                 lf_model **out);
+
+/*
+ * Sets one weight from `count` host floats (D = d_model, F = d_ff, R = F or
+ * 2F with GLU, V = vocab, P = positions):
+ *   layer i in [0, layers): the attention's names of lf_attention_set_weight
+ *     ("wq" ... "e", "f"), and "ln1_g", "ln1_b" [D] (the LayerNorm before
+ *     attention, pre-norm, or after it, post-norm), "ln2_g", "ln2_b" [D] (the
+ *     same around the feed-forward), "w1" [R, D], "b1" [R], "w2" [D, F], "b2" [D];
+ *   layer -1, the model's: "tok" [V, D], "pos" [P, D], "emb_ln_g", "emb_ln_b",
+ *     "final_ln_g", "final_ln_b" [D], "head_w" [V, D], "head_b" [V],
+ *     "shared_e" [k, max_seq_len] (the layerwise projection E = F).
+ */
+LF_API lf_status lf_model_set_weight(lf_model *model, int layer, const char *name, const float *data,
+                                     size_t count);
 LF_API void lf_model_free(lf_model *model);
 LF_API lf_status lf_model_info_get(const lf_model *model, lf_model_info *info);
 

@@ -394,3 +394,64 @@ Test(model_files, bad_forwards_are_refused)
     cr_expect(strstr(lf_context_last_error(ctx), "beyond the model's max_seq_len (9)"), "%s", lf_context_last_error(ctx));
     lf_model_free(m);
 }
+
+/* ---- A model built from host arrays ---- */
+
+static void set(lf_model *m, int layer, const char *name, const float *data, size_t count)
+{
+    cr_assert_eq(lf_model_set_weight(m, layer, name, data, count), LF_OK, "%s", lf_context_last_error(ctx));
+}
+
+Test(model_files, built_from_host_arrays_layer_by_layer)
+{
+    builder b = {.rng = lf_test_seed()};
+    const model_shape s = {.layers = 2, .D = 12, .heads = 3, .n = 15, .ff = 9, .k = {4, 6}, .glu = true};
+    lf_ref_model ref;
+    lf_ref_layer L[2];
+    float *e_t[4];
+    lucid_model(&b, &s, &ref, L, e_t);
+    lf_model_config cfg;
+    lf_model_config_init(&cfg, LF_MODEL_ENCODER, s.layers, s.D, s.ff, 0);
+    cfg.activation = LF_ACT_RELU, cfg.glu = 1;
+    lf_attention_config attn[2] = {L[0].attn, L[1].attn};
+    lf_model *m = NULL;
+    attn[1].d_model = 10;
+    cr_expect_eq(lf_model_create(ctx, &cfg, attn, &m), LF_ERR_ARGUMENT);
+    cr_expect(strstr(lf_context_last_error(ctx), "layer 1: d_model 10, the model's is 12"), "%s",
+              lf_context_last_error(ctx));
+    attn[1].d_model = 12;
+    cr_assert_eq(lf_model_create(ctx, &cfg, attn, &m), LF_OK, "%s", lf_context_last_error(ctx));
+    const size_t D = s.D, R = 2 * s.ff, kn[2] = {4 * 15, 6 * 15};
+    for (int i = 0; i < s.layers; i++) {
+        const lf_ref_layer *l = &L[i];
+        set(m, i, "wq", l->w.wq, D * D), set(m, i, "wk", l->w.wk, D * D), set(m, i, "wv", l->w.wv, D * D);
+        set(m, i, "wo", l->w.wo, D * D), set(m, i, "bo", l->w.bo, D);
+        set(m, i, "e", l->w.e, kn[i]), set(m, i, "f", l->w.f, kn[i]);
+        set(m, i, "ln1_g", l->ln1_g, D), set(m, i, "ln1_b", l->ln1_b, D);
+        set(m, i, "ln2_g", l->ln2_g, D), set(m, i, "ln2_b", l->ln2_b, D);
+        set(m, i, "w1", l->w1, R * D), set(m, i, "b1", l->b1, R);
+        if (i == 0) { /* one weight missing: the forward names it */
+            float x[15 * 12] = {0}, y[15 * 12];
+            cr_expect_eq(lf_model_forward(m, x, NULL, y, 1, 15, NULL), LF_ERR_STATE);
+            cr_expect(strstr(lf_context_last_error(ctx), "weight \"w2\" of layer 0 was never set"), "%s",
+                      lf_context_last_error(ctx));
+        }
+        set(m, i, "w2", l->w2, D * s.ff), set(m, i, "b2", l->b2, D);
+    }
+    cr_expect_eq(lf_model_set_weight(m, 0, "w2", L[0].w2, 5), LF_ERR_ARGUMENT);
+    cr_expect(strstr(lf_context_last_error(ctx), "holds 108 floats, got 5"), "%s", lf_context_last_error(ctx));
+    cr_expect_eq(lf_model_set_weight(m, -1, "tok", L[0].w2, 5), LF_ERR_ARGUMENT);
+    const size_t count = 3 * 15 * D;
+    float *x = malloc(count * sizeof *x), *y = malloc(count * sizeof *y);
+    double *want = malloc(count * sizeof *want);
+    lf_test_fill(x, count, &b.rng, -1, 1);
+    const int32_t lens[3] = {15, 8, 0};
+    cr_assert_eq(lf_model_forward(m, x, NULL, y, 3, 15, lens), LF_OK, "%s", lf_context_last_error(ctx));
+    lf_ref_model_forward(&ref, x, NULL, 3, 15, lens, want);
+    const double e = lf_test_rel_err(y, want, count);
+    cr_expect_leq(e, 1e-4, "relative error %.3g against the reference", e);
+    free(x), free(y), free(want);
+    lf_model_free(m);
+    for (int i = 0; i < 4; i++) free(e_t[i]);
+    free_builder(&b);
+}
