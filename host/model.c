@@ -332,9 +332,10 @@ lf_status lf__model_set(lf_model *m, int layer, const char *name, const float *d
     if (layer < -1 || layer >= m->cfg.info.layers)
         return lf__fail(ctx, LF_ERR_ARGUMENT, "layer %d is outside [-1, %d)", layer, m->cfg.info.layers);
     lf_weight_ref r;
-    if (!find_weight(m, layer, name, &r) || !r.count)
-        return lf__fail(ctx, LF_ERR_ARGUMENT, "no weight \"%s\" in %s%d of this model", name,
-                        layer < 0 ? "the model (layer " : "layer ", layer);
+    if (!find_weight(m, layer, name, &r) || !r.count) {
+        if (layer < 0) return lf__fail(ctx, LF_ERR_ARGUMENT, "this model has no weight \"%s\" of its own", name);
+        return lf__fail(ctx, LF_ERR_ARGUMENT, "layer %d of this model has no weight \"%s\"", layer, name);
+    }
     if (count != r.count)
         return lf__fail(ctx, LF_ERR_ARGUMENT, "weight \"%s\" of layer %d holds %zu floats, got %zu", name, layer,
                         r.count, count);

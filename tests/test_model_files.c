@@ -249,7 +249,7 @@ static void write_lucid(const char *what, int layers, char *path, size_t size, l
 }
 
 /* Device bytes of a model run once at batch 2 x n 32. */
-static void bytes_after_forward(const char *path, size_t *weights, size_t *workspace, float *y_cl_equal)
+static void bytes_after_forward(const char *path, size_t *weights, size_t *workspace, bool *y_cl_equal)
 {
     lf_model *m = NULL;
     cr_assert_eq(lf_model_load(ctx, path, NULL, &m), LF_OK, "%s", lf_context_last_error(ctx));
@@ -283,7 +283,7 @@ Test(model_files, workspace_does_not_grow_with_depth_and_forward_cl_matches)
     write_lucid("depth3", 3, p3, sizeof p3, &ref, L, e_t);
     for (int i = 0; i < 6; i++) free(e_t[i]);
     size_t w1, ws1, w3, ws3;
-    float same1, same3;
+    bool same1, same3;
     bytes_after_forward(p1, &w1, &ws1, &same1);
     bytes_after_forward(p3, &w3, &ws3, &same3);
     cr_expect_eq(w3, 3 * w1, "weights: 3 layers hold %zu bytes, one %zu", w3, w1);
@@ -441,6 +441,8 @@ Test(model_files, built_from_host_arrays_layer_by_layer)
     cr_expect_eq(lf_model_set_weight(m, 0, "w2", L[0].w2, 5), LF_ERR_ARGUMENT);
     cr_expect(strstr(lf_context_last_error(ctx), "holds 108 floats, got 5"), "%s", lf_context_last_error(ctx));
     cr_expect_eq(lf_model_set_weight(m, -1, "tok", L[0].w2, 5), LF_ERR_ARGUMENT);
+    cr_expect(strstr(lf_context_last_error(ctx), "this model has no weight \"tok\" of its own"), "%s",
+              lf_context_last_error(ctx));
     const size_t count = 3 * 15 * D;
     float *x = malloc(count * sizeof *x), *y = malloc(count * sizeof *y);
     double *want = malloc(count * sizeof *want);
