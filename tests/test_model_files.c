@@ -342,10 +342,13 @@ static void write_changed(const char *path, const char *extra, const char *omit,
     lucid_model(&b, &s, &ref, L, e_t);
     free(e_t[0]), free(e_t[1]);
     if (extra) add(&b, extra, bad_rows, 8, -1, 1);
-    for (size_t i = 0; omit && i < b.count; i++)
-        if (!strcmp(b.name[i], omit)) b.t[i] = b.t[--b.count];
+    lf_st_out kept[MAX_TENSORS];
+    size_t count = 0;
+    for (size_t i = 0; i < b.count; i++)
+        if (!omit || strcmp(b.name[i], omit)) kept[count++] = b.t[i];
     const char *meta[] = {"heads", "2"};
-    write_file(&b, path, meta, 1);
+    char msg[512];
+    cr_assert_eq(lf_st_write(path, kept, count, meta, 1, msg, sizeof msg), LF_OK, "%s", msg);
     free_builder(&b);
 }
 
