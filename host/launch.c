@@ -93,3 +93,43 @@ lf_status lf__launch_seq_project_window(lf_context *ctx, const lf_seq_project_wi
     const size_t global[3] = {(size_t)a->cols, (size_t)a->k, (size_t)a->batch * a->groups};
     return lf__launch(ctx, k, "seq_project_window", 3, global, NULL, t);
 }
+
+lf_status lf__launch_layernorm(lf_context *ctx, const lf_layernorm_args *a, lf_timeline *t)
+{
+    cl_kernel k;
+    size_t wg = 1;
+    LF_TRY(lf__kernel_sized(ctx, "layernorm.cl", "", "layernorm_rows", "WG", a->group, 1, &k, &wg));
+    const int has_r = a->has_r, write_sum = a->write_sum;
+    const cl_mem r = a->r ? a->r : a->x; /* never read without has_r */
+    LF_TRY(set_args(ctx, k, "layernorm_rows",
+                    ARGS(ARG(a->x), ARG(r), ARG(a->out), ARG(a->gamma), ARG(a->beta), ARG(a->d), ARG(a->eps),
+                         ARG(has_r), ARG(write_sum))));
+    const size_t local[2] = {wg, 1}, global[2] = {wg, (size_t)a->rows};
+    return lf__launch(ctx, k, "layernorm", 2, global, local, t);
+}
+
+lf_status lf__launch_bias_act(lf_context *ctx, const lf_bias_act_args *a, lf_timeline *t)
+{
+    char opts[48];
+    snprintf(opts, sizeof opts, "-DACT=%d -DGLU=%d", (int)a->act, a->glu ? 1 : 0);
+    cl_kernel k;
+    LF_TRY(lf__kernel(ctx, "activation.cl", opts, "bias_act", &k));
+    const int has_bias = a->has_bias;
+    const cl_mem bias = a->bias ? a->bias : a->y; /* never read without has_bias */
+    LF_TRY(set_args(ctx, k, "bias_act", ARGS(ARG(a->y), ARG(a->ld), ARG(a->cols), ARG(bias), ARG(has_bias))));
+    const size_t global[2] = {(size_t)a->cols, (size_t)a->rows};
+    return lf__launch(ctx, k, "bias_act", 2, global, NULL, t);
+}
+
+lf_status lf__launch_embed(lf_context *ctx, const lf_embed_args *a, lf_timeline *t)
+{
+    cl_kernel k;
+    LF_TRY(lf__kernel(ctx, "embedding.cl", "", "embed_tokens", &k));
+    const int has_pos = a->pos != NULL;
+    const cl_mem pos = a->pos ? a->pos : a->tok; /* never read without has_pos */
+    LF_TRY(set_args(ctx, k, "embed_tokens",
+                    ARGS(ARG(a->tokens), ARG(a->tok), ARG(pos), ARG(has_pos), ARG(a->pos_offset), ARG(a->scale),
+                         ARG(a->out), ARG(a->d), ARG(a->n), ARG(a->lengths))));
+    const size_t global[2] = {(size_t)a->d, (size_t)a->batch * a->n};
+    return lf__launch(ctx, k, "embed", 2, global, NULL, t);
+}

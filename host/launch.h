@@ -78,4 +78,40 @@ typedef struct {
 } lf_seq_project_window_args;
 lf_status lf__launch_seq_project_window(lf_context *ctx, const lf_seq_project_window_args *a, lf_timeline *t);
 
+/* cl/layernorm.cl: out = LayerNorm(x + r) * gamma + beta over `rows` rows of
+ * width d (r only with has_r); write_sum also stores x + r into x. out may be
+ * x when write_sum is false. */
+typedef struct {
+    cl_mem x, r, out, gamma, beta; /* r may be NULL without has_r */
+    int d, rows;
+    float eps;
+    bool has_r, write_sum;
+    size_t group; /* WG wanted; the device may allow fewer */
+} lf_layernorm_args;
+lf_status lf__launch_layernorm(lf_context *ctx, const lf_layernorm_args *a, lf_timeline *t);
+
+/* cl/activation.cl: y[r, c] = act(y[r, c] + bias[c]) for `cols` columns of
+ * `rows` rows (stride ld); with glu, act(a + b_a) * (g + b_g) from the two
+ * halves [a | g] of `cols` columns each, into the first. */
+typedef struct {
+    cl_mem y;
+    int ld, cols, rows;
+    cl_mem bias; /* may be NULL without has_bias */
+    bool has_bias, glu;
+    lf_activation act; /* its value is the kernel's ACT; 0 = none */
+} lf_bias_act_args;
+lf_status lf__launch_bias_act(lf_context *ctx, const lf_bias_act_args *a, lf_timeline *t);
+
+/* cl/embedding.cl: out [batch, n, d] = scale tok[tokens] + pos[i + pos_offset]
+ * below each length, 0 past it. tokens: i64 [batch, n], ids already checked. */
+typedef struct {
+    cl_mem tokens, tok, pos; /* pos may be NULL */
+    int pos_offset;
+    float scale;
+    cl_mem out;
+    int d, n, batch;
+    cl_mem lengths;
+} lf_embed_args;
+lf_status lf__launch_embed(lf_context *ctx, const lf_embed_args *a, lf_timeline *t);
+
 #endif

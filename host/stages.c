@@ -279,7 +279,7 @@ static lf_status prepare(const lf_pass *p)
     const lf_plan *pl = p->plan;
     const size_t rows = (size_t)p->batch * p->n, lens_bytes = (size_t)p->batch * sizeof(int32_t);
     LF_TRY(reserve(p, LF_WS_LENGTHS, lens_bytes, "lengths"));
-    LF_TRY(lf__upload(p->ctx, p->ws->buf[LF_WS_LENGTHS], 0, p->lengths, lens_bytes));
+    if (!p->lengths_ready) LF_TRY(lf__upload(p->ctx, p->ws->buf[LF_WS_LENGTHS], 0, p->lengths, lens_bytes));
     LF_TRY(reserve(p, LF_WS_QKV, rows * pl->cols * sizeof(float), "Q|K|V"));
     return reserve(p, LF_WS_ATTENTION, rows * pl->qdim * sizeof(float), "attention output");
 }

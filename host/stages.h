@@ -39,6 +39,7 @@ typedef struct {
     lf_timeline *tl;
     int batch, n;
     const int32_t *lengths;
+    bool lengths_ready; /* the caller has put lengths into the workspace (a model, once per forward) */
 } lf_pass;
 
 /* y = attention(x), x and y [batch, n, d_model] on the device, different buffers. */

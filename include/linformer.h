@@ -27,7 +27,7 @@
  *   - lf_context_free clears CLBlast's process-wide GEMM program cache, which
  *     would otherwise keep every freed context alive; other live contexts
  *     rebuild their GEMM programs once.
- *   - An object (layer, projection) must not be freed while another thread uses it.
+ *   - An object (layer, projection, model) must not be freed while another thread uses it.
  */
 #ifndef LINFORMER_H
 #define LINFORMER_H
@@ -523,6 +523,156 @@ LF_API const char *lf_dtype_name(lf_dtype dtype);
 LF_API const char *lf_mode_name(lf_mode mode); /* "linformer", "dense", "flash" */
 /* Parses "linformer", "dense" or "flash"; LF_ERR_ARGUMENT otherwise. */
 LF_API lf_status lf_mode_parse(const char *name, lf_mode *mode);
+
+/* ---- Models: stacks of encoder layers ----------------------------------- */
+/*
+ * A model is a stack of encoder layers, each attention then a feed-forward
+ * network (Linear, activation, Linear), with residuals and LayerNorm before
+ * (pre-norm) or after (post-norm) each; optionally token and positional
+ * embeddings in front and a Linear to vocabulary logits behind. Every layer
+ * has its own attention config (k, sharing and biases may differ by layer);
+ * all layers share one workspace, so device memory does not grow with depth
+ * beyond the weights, and the activations stay on the device from the input
+ * to the output.
+ */
+typedef enum {
+    LF_MODEL_ENCODER = 1,   /* x f32 [batch, n, d_model] -> y f32 [batch, n, d_model] */
+    LF_MODEL_TOKEN_ENCODER, /* tokens i64 [batch, n] -> y f32 [batch, n, d_model] (fairseq's sentence encoder) */
+    LF_MODEL_LM             /* tokens i64 [batch, n] -> logits f32 [batch, n, vocab] (lucidrains' LinformerLM) */
+} lf_model_kind;
+
+typedef enum {
+    LF_NORM_PRE = 1, /* x += attn(LN(x)); x += ffn(LN(x)) (lucidrains) */
+    LF_NORM_POST     /* x = LN(x + attn(x)); x = LN(x + ffn(x)) (fairseq) */
+} lf_norm;
+
+typedef enum {
+    LF_ACT_GELU = 1,  /* x Phi(x), the erf form (PyTorch's nn.GELU) */
+    LF_ACT_GELU_TANH, /* the tanh approximation (fairseq's gelu_accurate) */
+    LF_ACT_RELU
+} lf_activation;
+
+/* What lf_model_load takes from the caller; 0 and NULL fields come from the
+ * file (its __metadata__ and shapes). A field that contradicts the file's
+ * __metadata__ is an error naming both values. */
+typedef struct {
+    int heads;               /* 0 = __metadata__ "heads" */
+    lf_activation activation; /* 0 = __metadata__ "activation", else GELU (erf) */
+    lf_norm norm;            /* 0 = __metadata__ "norm", else the layout's own */
+    const char *prefix;      /* tensors under this prefix only, e.g. "model."; NULL = found from the names */
+} lf_model_options;
+
+typedef struct {
+    lf_model_kind kind;
+    const char *layout; /* "lucidrains" or "fairseq": a constant string */
+    int layers, d_model, heads, d_ff; /* d_ff: the feed-forward's hidden width (after GLU) */
+    int vocab;          /* 0 unless tokens come in */
+    int max_seq_len;    /* n may be at most this */
+    lf_norm norm;
+    lf_activation activation;
+    int glu;            /* the gated feed-forward: act(a) * g */
+    int layerwise;      /* one projection E = F for every layer */
+} lf_model_info;
+
+typedef struct lf_model lf_model;
+
+/*
+ * Loads a model from a safetensors file in the state-dict names of
+ * lucidrains' Linformer (net.layers.{i}.{0,1}.{norm,fn}.*) or LinformerLM
+ * (token_emb, pos_emb, linformer.net.layers..., to_logits), or of fairseq's
+ * Linformer encoder (layers.{i}.self_attn.{q,k,v,out}_proj, compress_k,
+ * compress_v, or one compress_layer for all layers, self_attn_layer_norm,
+ * fc1, fc2, final_layer_norm; embed_tokens, embed_positions,
+ * layernorm_embedding and layer_norm where present). opts may be NULL.
+ * An unrecognised layout is LF_ERR_FORMAT, naming what was found and what
+ * was expected. Per-layer k comes from each layer's projection shapes.
+ */
+LF_API lf_status lf_model_load(lf_context *ctx, const char *path, const lf_model_options *opts,
+                               lf_model **out);
+/* A model built from host arrays: its shape and options. */
+typedef struct {
+    lf_model_kind kind;
+    int layers, d_model, d_ff; /* d_ff: the feed-forward's hidden width (after GLU) */
+    int vocab;                 /* token kinds: embedding rows; LF_MODEL_LM: logits too */
+    lf_norm norm;
+    lf_activation activation;
+    int glu;                   /* "w1" has 2 d_ff rows [a | g]: act(a) * g */
+    int bias_ff1, bias_ff2;    /* "b1", "b2" exist */
+    int positions;             /* rows of "pos" (0 = no positional embedding) */
+    int pos_offset;            /* the row of position 0 in "pos" (fairseq: padding_idx + 1) */
+    float embed_scale;         /* token embeddings are multiplied by it */
+    float eps;                 /* of every LayerNorm */
+    int emb_norm, final_norm;  /* a LayerNorm after the embeddings, after the last layer */
+    int head_bias;             /* LF_MODEL_LM: "head_b" exists */
+} lf_model_config;
+
+/* Defaults: pre-norm, GELU, no GLU, both feed-forward biases, no positional
+ * embedding, scale 1, eps 1e-5, no extra norms, a head bias. */
+LF_API void lf_model_config_init(lf_model_config *cfg, lf_model_kind kind, int layers, int d_model, int d_ff,
+                                 int vocab);
+
+/*
+ * Creates a model from a config and one attention config per layer
+ * (layers[i].d_model must be cfg->d_model; their projections learned; with
+ * LF_SHARE_LAYERWISE every layer shares the model's "shared_e" and all have
+ * the same k and max_seq_len). Weights are then set with lf_model_set_weight;
+ * a forward refuses a model with a weight never set.
+ */
+LF_API lf_status lf_model_create(lf_context *ctx, const lf_model_config *cfg, const lf_attention_config *layers,
+                                 lf_model **out);
+
+/*
+ * Sets one weight from `count` host floats (D = d_model, F = d_ff, R = F or
+ * 2F with GLU, V = vocab, P = positions):
+ *   layer i in [0, layers): the attention's names of lf_attention_set_weight
+ *     ("wq" ... "e", "f"), and "ln1_g", "ln1_b" [D] (the LayerNorm before
+ *     attention, pre-norm, or after it, post-norm), "ln2_g", "ln2_b" [D] (the
+ *     same around the feed-forward), "w1" [R, D], "b1" [R], "w2" [D, F], "b2" [D];
+ *   layer -1, the model's: "tok" [V, D], "pos" [P, D], "emb_ln_g", "emb_ln_b",
+ *     "final_ln_g", "final_ln_b" [D], "head_w" [V, D], "head_b" [V],
+ *     "shared_e" [k, max_seq_len] (the layerwise projection E = F).
+ */
+LF_API lf_status lf_model_set_weight(lf_model *model, int layer, const char *name, const float *data,
+                                     size_t count);
+LF_API void lf_model_free(lf_model *model);
+LF_API lf_status lf_model_info_get(const lf_model *model, lf_model_info *info);
+
+/*
+ * Runs the model. LF_MODEL_ENCODER takes x [batch, n, d_model] (tokens NULL);
+ * the others take tokens [batch, n] (x NULL), each id in [0, vocab).
+ * y: [batch, n, d_model], or [batch, n, vocab] for LF_MODEL_LM.
+ * lengths: NULL or [batch], 0 <= lengths[b] <= n, as for lf_attention_forward:
+ * every layer sees sequence b's first lengths[b] rows only, its rows past
+ * that are 0 in y, and tokens there are not read. One upload (x or tokens, and
+ * lengths) and one download per forward. Blocks until y is written.
+ */
+LF_API lf_status lf_model_forward(lf_model *model, const float *x, const int64_t *tokens, float *y,
+                                  int batch, int n, const int32_t *lengths);
+
+/* The same on device buffers of this context: `in` holds x (f32) or tokens
+ * (i64) as the kind says, y the output; queued, returns without waiting
+ * (tokens are read back first to check their ids). */
+LF_API lf_status lf_model_forward_cl(lf_model *model, cl_mem in, cl_mem y, int batch, int n,
+                                     const int32_t *lengths);
+
+/* Device bytes held now: weights of every layer, embeddings and head included,
+ * and the workspace (activations and the layers' shared scratch). */
+LF_API lf_status lf_model_device_bytes(const lf_model *model, size_t *weights, size_t *workspace);
+
+/* Where the last forward's device time went, as lf_attention_last_profile
+ * ("gemm qkv", "attention_tiled", "layernorm", "gemm ffn1", "bias_act", ...,
+ * summed over layers). */
+LF_API lf_status lf_model_last_profile(lf_model *model, lf_stage_time *stages, size_t capacity,
+                                       size_t *count);
+LF_API lf_status lf_model_last_time_ms(lf_model *model, double *ms);
+
+LF_API const char *lf_model_kind_name(lf_model_kind kind);  /* "encoder", "token encoder", "language model" */
+LF_API const char *lf_activation_name(lf_activation act);   /* "gelu", "gelu_tanh", "relu" */
+LF_API const char *lf_norm_name(lf_norm norm);              /* "pre", "post" */
+/* Parse those names (and "gelu_accurate", "gelu_fast" for the tanh form);
+ * LF_ERR_ARGUMENT otherwise. */
+LF_API lf_status lf_activation_parse(const char *name, lf_activation *act);
+LF_API lf_status lf_norm_parse(const char *name, lf_norm *norm);
 
 #ifdef __cplusplus
 }

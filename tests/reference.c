@@ -76,7 +76,7 @@ static void project(const lf_attention_config *c, const float *proj, bool per_he
 }
 
 /* One sequence of `len` rows; x and y are [len, D]. */
-static void sequence(const lf_attention_config *c, const lf_ref_weights *w, const float *shared_e, const double *x,
+void lf_ref_attention_sequence(const lf_attention_config *c, const lf_ref_weights *w, const float *shared_e, const double *x,
                      int len, double *y)
 {
     const int D = c->d_model, H = c->heads, dh = c->d_head, KV = c->kv_heads, k = c->k;
@@ -158,7 +158,7 @@ void lf_ref_attention(const lf_attention_config *cfg, const lf_ref_weights *w, c
         for (size_t i = 0; i < (size_t)n * D; i++) xs[i] = x[(size_t)b * n * D + i];
         double *yb = y + (size_t)b * n * D;
         memset(yb, 0, (size_t)n * D * sizeof *yb); /* rows past len are 0 */
-        if (len > 0) sequence(cfg, w, shared_e, xs, len, yb);
+        if (len > 0) lf_ref_attention_sequence(cfg, w, shared_e, xs, len, yb);
     }
     free(xs);
 }

@@ -27,6 +27,10 @@ void lf_ref_random_projection(float *out, size_t count, uint64_t seed, int k);
 void lf_ref_attention(const lf_attention_config *cfg, const lf_ref_weights *w, const float *shared_e,
                       const float *x, int batch, int n, const int32_t *lengths, double *y);
 
+/* The same for one sequence of len >= 1 rows: x, y [len, d_model]. */
+void lf_ref_attention_sequence(const lf_attention_config *cfg, const lf_ref_weights *w, const float *shared_e,
+                               const double *x, int len, double *y);
+
 /* Masked softmax of one row: the first cols_valid entries, the rest 0. */
 void lf_ref_softmax(const double *s, int cols, int cols_valid, double *p);
 

@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "linformer.h"
 #include "output_file.h"
+#include "run_input.h"
 #include "rank.h"
 #include "rank_plot.h"
 
@@ -80,55 +81,6 @@ static int fail(const char *fmt, ...)
     return 1;
 }
 
-/* The input: x [batch, n, d_model] and optional lengths [batch]. */
-typedef struct {
-    float *x;
-    int32_t *lengths;
-    int batch, n;
-} rank_input;
-
-static int read_lengths(lf_tensor_file *f, const char *path, rank_input *in)
-{
-    lf_tensor_info t;
-    if (lf_tensor_file_find(f, "lengths", &t) != LF_OK) return 0;
-    int64_t *v = NULL;
-    if (t.ndim != 1 || t.shape[0] != in->batch || !(v = malloc(t.count * sizeof *v)) ||
-        lf_tensor_file_read_i64(f, "lengths", v, t.count) != LF_OK || !(in->lengths = malloc(t.count * sizeof(int32_t)))) {
-        free(v);
-        return fail("%s: tensor \"lengths\" must be integers [%d]", path, in->batch);
-    }
-    int rc = 0;
-    for (int b = 0; b < in->batch && rc == 0; b++) {
-        if (v[b] < 0 || v[b] > in->n) rc = fail("%s: lengths[%d] = %lld is outside [0, n = %d]", path, b, (long long)v[b], in->n);
-        in->lengths[b] = (int32_t)v[b];
-    }
-    free(v);
-    return rc;
-}
-
-static int read_input(const char *path, const lf_attention_config *cfg, rank_input *in)
-{
-    char msg[1024];
-    lf_tensor_file *f = NULL;
-    lf_tensor_info t;
-    if (lf_tensor_file_open(path, &f, msg, sizeof msg) != LF_OK) return fail("%s", msg);
-    int rc = 0;
-    if (lf_tensor_file_find(f, "x", &t) != LF_OK || t.ndim != 3 || t.shape[2] != cfg->d_model || t.shape[0] <= 0 ||
-        t.shape[1] <= 0 || t.shape[0] > (1 << 20) || t.shape[1] > cfg->max_seq_len)
-        rc = fail("%s: tensor \"x\" must be [batch, n, %d] with 1 <= n <= %d (the model's max_seq_len)", path,
-                  cfg->d_model, cfg->max_seq_len);
-    else if (!(in->x = malloc(t.count * sizeof *in->x)))
-        rc = fail("out of host memory for %s", path);
-    else if (lf_tensor_file_read_f32(f, "x", in->x, t.count) != LF_OK)
-        rc = fail("%s", lf_tensor_file_last_error(f));
-    if (rc == 0) {
-        in->batch = (int)t.shape[0], in->n = (int)t.shape[1];
-        rc = read_lengths(f, path, in);
-    }
-    lf_tensor_file_free(f);
-    return rc;
-}
-
 /* The sweep: --k, or the default around the model's own k; clipped to the input's n. */
 static int choose_sweep(const rank_options *o, const rank_layer *layer, const lf_attention_config *cfg, int n,
                         rank_results *r)
@@ -151,13 +103,14 @@ static int write_csv(const rank_options *o, const rank_results *r)
 }
 
 /* Loads the layer, reads the input, chooses the sweep and measures layer 0. */
-static int measure(lf_context *ctx, const rank_options *o, rank_layer *layer, rank_input *in, rank_results *r)
+static int measure(lf_context *ctx, const rank_options *o, rank_layer *layer, run_input *in, rank_results *r)
 {
     lf_attention_config cfg;
     lf_status st = rank_load_exact(ctx, o->model, o->heads, layer);
     if (st == LF_OK) st = lf_attention_config_get(layer->exact, &cfg);
     if (st != LF_OK) return fail("%s: %s", lf_status_string(st), lf_context_last_error(ctx));
-    int rc = read_input(o->input, &cfg, in);
+    const run_input_spec spec = {"rank", false, cfg.d_model, cfg.max_seq_len, 0};
+    int rc = run_input_read(o->input, &spec, in);
     if (rc == 0) rc = choose_sweep(o, layer, &cfg, in->n, r);
     if (rc) return rc;
     if ((st = rank_load_sweep(layer, o->model, o->seed, r, stderr)) != LF_OK)
@@ -177,7 +130,7 @@ int cmd_rank(int argc, char **argv)
     if (o.plot && bench_plot_open(o.plot, &plot, msg, sizeof msg) != 0) return fail("%s", msg);
     lf_context *ctx = NULL;
     rank_layer layer = {0};
-    rank_input in = {0};
+    run_input in = {0};
     rank_results r = {0};
     lf_status st = lf_context_create(o.device, &ctx, msg, sizeof msg);
     rc = st != LF_OK ? fail("%s: %s", lf_status_string(st), msg) : measure(ctx, &o, &layer, &in, &r);
@@ -186,7 +139,7 @@ int cmd_rank(int argc, char **argv)
     if (rc == 0 && o.plot && rank_plot_finish(&plot, &r, msg, sizeof msg) != 0) rc = fail("%s", msg);
     bench_plot_abort(&plot);
     rank_results_free(&r);
-    free(in.x), free(in.lengths);
+    run_input_free(&in);
     rank_free_layer(&layer);
     lf_context_free(ctx);
     return rc;

@@ -1,4 +1,4 @@
-/* cmd_run.c - `linformer run`: one attention layer from safetensors files. */
+/* cmd_run.c - `linformer run`: an attention layer, or a whole model (cmd_run_model.c), from safetensors files. */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <math.h>
@@ -11,6 +11,8 @@
 #include "commands.h"
 #include "linformer.h"
 #include "output_file.h"
+#include "run_input.h"
+#include "run_model.h"
 #include "st_write.h"
 
 #define MAX_COUNT 1000000 /* --repeat, --warmup */
@@ -21,13 +23,16 @@ static void usage(FILE *out)
             "usage: linformer run --model M.safetensors --input X.safetensors --output Y.safetensors\n"
             "                     [--device SEL] [--heads H] [--mode linformer|dense|flash]\n"
             "                     [--repeat N] [--warmup N] [--check] [--tolerance T]\n"
-            "                     [--causal] [--projection mean|max]\n\n"
+            "                     [--causal] [--projection mean|max]\n"
+            "                     [--prefix P] [--activation A] [--norm pre|post]\n\n"
             "Runs one attention layer saved from lucidrains' LinformerSelfAttention (to_q.weight,\n"
-            "to_k.weight, to_v.weight, proj_k, proj_v, to_out.weight, to_out.bias).\n"
-            "The input file holds `x` (f32 [batch, n, d_model]) and optionally `lengths` (i32 or i64\n"
-            "[batch]) and the expected output `y`; other tensors are ignored (with a note). The\n"
-            "output file gets `y` (f32 [batch, n, d_model]); it is replaced atomically, and never\n"
-            "when it is the model or the input.\n\n"
+            "to_k.weight, to_v.weight, proj_k, proj_v, to_out.weight, to_out.bias), or a whole model:\n"
+            "lucidrains' Linformer (x -> y), LinformerLM (`tokens` i64 [batch, n] -> `y` = logits\n"
+            "[batch, n, vocab]) or fairseq's Linformer encoder; the file says which.\n"
+            "The input file holds `x` (f32 [batch, n, d_model]) or `tokens`, optionally `lengths` (i32\n"
+            "or i64 [batch]) and the expected output `y`; other tensors are ignored (with a note). The\n"
+            "output file gets `y`; it is replaced atomically, and never when it is the model or the\n"
+            "input.\n\n"
             "  --heads H      head count (1 to %d), needed when the model's __metadata__ has no\n"
             "                 \"heads\" entry; one that contradicts it is an error\n"
             "  --mode M       linformer (default), or the exact baselines dense and flash\n"
@@ -43,7 +48,13 @@ static void usage(FILE *out)
             "                 ||out - y|| / ||y|| and exits 1 when it is above the tolerance;\n"
             "                 --output may then be left out\n"
             "  --tolerance T  the bound of --check (default 1e-4)\n"
+            "  --prefix P     a model's tensors are under this prefix in the file (e.g. \"model.\")\n"
+            "  --activation A gelu, gelu_tanh or relu: a model's activation, when its __metadata__ has\n"
+            "                 none (one that contradicts it is an error)\n"
+            "  --norm N       pre or post: a model's LayerNorm placement, likewise\n"
             "  --device SEL   see `linformer devices --help`\n\n"
+            "--mode, --causal and --projection apply to a single layer; --prefix, --activation and\n"
+            "--norm to a model.\n\n"
             "Times are device times from OpenCL profiling events after the warm-up. Kernels are\n"
             "compiled once per device and cached on disk\n"
             "(LINFORMER_CACHE_DIR, default $XDG_CACHE_HOME/linformer or ~/.cache/linformer).\n",
@@ -52,6 +63,8 @@ static void usage(FILE *out)
 
 typedef struct {
     const char *model, *input, *output, *device;
+    run_model_args model_args; /* --prefix, --activation, --norm, --heads */
+    bool layer_options;        /* --mode, --causal or --projection was given */
     int heads, repeat, warmup;
     lf_mode mode;
     bool check, causal;
@@ -60,11 +73,11 @@ typedef struct {
 } run_options;
 
 enum { O_MODEL, O_INPUT, O_OUTPUT, O_DEVICE, O_HEADS, O_MODE, O_REPEAT, O_WARMUP, O_CHECK, O_TOL, O_CAUSAL, O_PROJ,
-       O_HELP, O_COUNT };
+       O_PREFIX, O_ACT, O_NORM, O_HELP, O_COUNT };
 static const cli_option options[O_COUNT] = {
     {"model", true}, {"input", true},  {"output", true}, {"device", true}, {"heads", true},     {"mode", true},
     {"repeat", true}, {"warmup", true}, {"check", false}, {"tolerance", true}, {"causal", false},
-    {"projection", true}, {"help", false}};
+    {"projection", true}, {"prefix", true}, {"activation", true}, {"norm", true}, {"help", false}};
 
 /* Returns 0, 1 for --help (printed), or the usage error's status 2. */
 static int parse(int argc, char **argv, run_options *o)
@@ -77,6 +90,7 @@ static int parse(int argc, char **argv, run_options *o)
     o->model = v[O_MODEL], o->input = v[O_INPUT], o->output = v[O_OUTPUT], o->device = v[O_DEVICE];
     o->check = v[O_CHECK] != NULL;
     o->causal = v[O_CAUSAL] != NULL;
+    o->layer_options = v[O_MODE] || v[O_CAUSAL] || v[O_PROJ];
     o->projection = LF_PROJ_LEARNED;
     if (v[O_PROJ] && strcmp(v[O_PROJ], "mean") != 0 && strcmp(v[O_PROJ], "max") != 0) {
         snprintf(err, sizeof err, "--projection is mean or max, got \"%s\"", v[O_PROJ]);
@@ -93,6 +107,7 @@ static int parse(int argc, char **argv, run_options *o)
         return cli_usage_error("run", err);
     }
     if (v[O_TOL] && !o->check) return cli_usage_error("run", "--tolerance needs --check");
+    o->model_args = (run_model_args){v[O_PREFIX], v[O_ACT], v[O_NORM], o->heads};
     const char *missing = !o->model ? "--model" : !o->input ? "--input" : !o->output && !o->check ? "--output" : NULL;
     if (missing) {
         snprintf(err, sizeof err, "%s is required", missing);
@@ -111,100 +126,6 @@ static int fail(const char *fmt, ...)
     fputc('\n', stderr);
     va_end(ap);
     return 1;
-}
-
-/* A --heads that contradicts the model's __metadata__ is an error naming both (exit 2). */
-static int check_heads(const char *model, int heads)
-{
-    char msg[1024];
-    lf_tensor_file *f = NULL;
-    if (!heads) return 0;
-    if (lf_tensor_file_open(model, &f, msg, sizeof msg) != LF_OK) return fail("%s", msg);
-    const char *meta = lf_tensor_file_metadata(f, "heads");
-    char *end = NULL;
-    const long said = meta ? strtol(meta, &end, 10) : heads;
-    int rc = 0;
-    if (said != heads || (end && *end)) {
-        fail("--heads %d contradicts %s, whose __metadata__ has \"heads\": \"%s\"", heads, model, meta);
-        rc = 2;
-    }
-    lf_tensor_file_free(f);
-    return rc;
-}
-
-/* The input: x [B, n, D], optional lengths [B], and y [B, n, D] for --check. */
-typedef struct {
-    float *x, *y;
-    int32_t *lengths;
-    int batch, n;
-} run_input;
-
-static void note_unused(lf_tensor_file *f, const char *path)
-{
-    for (size_t i = 0; i < lf_tensor_file_count(f); i++) {
-        lf_tensor_info t;
-        if (lf_tensor_file_info(f, i, &t) == LF_OK && strcmp(t.name, "x") && strcmp(t.name, "lengths") &&
-            strcmp(t.name, "y"))
-            fprintf(stderr, "linformer run: note: %s: tensor \"%s\" is not used\n", path, t.name);
-    }
-}
-
-static int read_x(lf_tensor_file *f, const char *path, int d_model, run_input *in)
-{
-    lf_tensor_info t;
-    if (lf_tensor_file_find(f, "x", &t) != LF_OK || t.ndim != 3 || t.shape[2] != d_model || t.shape[0] <= 0 ||
-        t.shape[1] <= 0 || t.shape[0] > (1 << 20) || t.shape[1] > (1 << 24))
-        return fail("%s: tensor \"x\" must be [batch, n, %d]", path, d_model);
-    in->batch = (int)t.shape[0];
-    in->n = (int)t.shape[1];
-    if (!(in->x = malloc(t.count * sizeof *in->x))) return fail("out of host memory");
-    if (lf_tensor_file_read_f32(f, "x", in->x, t.count) != LF_OK) return fail("%s", lf_tensor_file_last_error(f));
-    return 0;
-}
-
-static int read_lengths(lf_tensor_file *f, const char *path, run_input *in)
-{
-    lf_tensor_info t;
-    if (lf_tensor_file_find(f, "lengths", &t) != LF_OK) return 0;
-    int64_t *v = NULL;
-    if (t.ndim != 1 || t.shape[0] != in->batch || !(v = malloc(t.count * sizeof *v)) ||
-        lf_tensor_file_read_i64(f, "lengths", v, t.count) != LF_OK || !(in->lengths = malloc(t.count * sizeof(int32_t)))) {
-        free(v);
-        return fail("%s: tensor \"lengths\" must be integers [%d]", path, in->batch);
-    }
-    int rc = 0;
-    for (int b = 0; b < in->batch && rc == 0; b++) {
-        if (v[b] < 0 || v[b] > in->n)
-            rc = fail("%s: lengths[%d] = %lld is outside [0, n = %d]", path, b, (long long)v[b], in->n);
-        in->lengths[b] = (int32_t)v[b];
-    }
-    free(v);
-    return rc;
-}
-
-/* y, the expected output: the same shape as x. */
-static int read_y(lf_tensor_file *f, const char *path, int d_model, run_input *in)
-{
-    lf_tensor_info t;
-    if (lf_tensor_file_find(f, "y", &t) != LF_OK) return fail("--check: %s holds no tensor \"y\" to compare with", path);
-    if (t.ndim != 3 || t.shape[0] != in->batch || t.shape[1] != in->n || t.shape[2] != d_model)
-        return fail("%s: tensor \"y\" must be [%d, %d, %d] like x", path, in->batch, in->n, d_model);
-    if (!(in->y = malloc(t.count * sizeof *in->y))) return fail("out of host memory");
-    if (lf_tensor_file_read_f32(f, "y", in->y, t.count) != LF_OK) return fail("%s", lf_tensor_file_last_error(f));
-    return 0;
-}
-
-static int read_input(const char *path, int d_model, bool check, run_input *in)
-{
-    char msg[1024];
-    lf_tensor_file *f = NULL;
-    if (lf_tensor_file_open(path, &f, msg, sizeof msg) != LF_OK) return fail("%s", msg);
-    note_unused(f, path);
-    int rc = read_x(f, path, d_model, in);
-    if (rc == 0) rc = read_lengths(f, path, in);
-    if (rc == 0 && check) rc = read_y(f, path, d_model, in);
-    lf_tensor_file_free(f);
-    return rc;
 }
 
 /* The kernel cache as the library finds it (linformer.h): NULL when it is off. */
@@ -260,17 +181,77 @@ static int check_output(const float *y, const float *want, size_t count, double 
     return ok ? 0 : 1;
 }
 
-/* Warm-up, then the timed forwards; times[] gets each one's device time. */
-static lf_status forwards(lf_attention *layer, const run_options *o, const run_input *in, float *y, double *times)
+/* What runs: a single layer or a whole model, and the shape of its output. */
+typedef struct {
+    lf_attention *layer;
+    lf_model *model;
+    lf_model_info info; /* of the model */
+    lf_attention_config cfg; /* of the layer */
+    run_input_spec input;
+    int out_width;
+} runner;
+
+static lf_status forward_once(const runner *r, const run_input *in, float *y, double *ms)
 {
-    for (long r = 0; r < (long)o->warmup + o->repeat; r++) {
+    lf_status st = r->layer ? lf_attention_forward(r->layer, in->x, y, in->batch, in->n, in->lengths)
+                            : lf_model_forward(r->model, in->x, in->tokens, y, in->batch, in->n, in->lengths);
+    if (st == LF_OK) st = r->layer ? lf_attention_last_time_ms(r->layer, ms) : lf_model_last_time_ms(r->model, ms);
+    return st;
+}
+
+/* Warm-up, then the timed forwards; times[] gets each one's device time. */
+static lf_status forwards(const runner *r, const run_options *o, const run_input *in, float *y, double *times)
+{
+    for (long i = 0; i < (long)o->warmup + o->repeat; i++) {
         double t = 0;
-        lf_status st = lf_attention_forward(layer, in->x, y, in->batch, in->n, in->lengths);
-        if (st == LF_OK) st = lf_attention_last_time_ms(layer, &t);
+        const lf_status st = forward_once(r, in, y, &t);
         if (st != LF_OK) return st;
-        if (r >= o->warmup) times[r - o->warmup] = t;
+        if (i >= o->warmup) times[i - o->warmup] = t;
     }
     return LF_OK;
+}
+
+/* The layer of the file, with the options of a single layer. */
+static int open_layer(lf_context *ctx, const run_options *o, runner *r)
+{
+    if (o->model_args.prefix || o->model_args.activation || o->model_args.norm)
+        return fail("--prefix, --activation and --norm are for models; %s holds one attention layer", o->model), 2;
+    lf_load_options lo;
+    lf_load_options_init(&lo);
+    lo.heads = o->heads, lo.mode = o->mode, lo.causal = o->causal ? 1 : -1;
+    lo.projection = o->mode == LF_MODE_LINFORMER ? o->projection : LF_PROJ_LEARNED;
+    lf_status st = lf_attention_load_with(ctx, o->model, &lo, &r->layer);
+    if (st == LF_OK) st = lf_attention_config_get(r->layer, &r->cfg);
+    if (st != LF_OK) {
+        const bool hint = st == LF_ERR_UNSUPPORTED && lo.projection == LF_PROJ_LEARNED && o->mode == LF_MODE_LINFORMER;
+        fail("%s: %s%s", lf_status_string(st), lf_context_last_error(ctx), hint ? " (add --projection mean or max)" : "");
+        return st == LF_ERR_ARGUMENT ? 2 : 1; /* an option that contradicts the file */
+    }
+    r->input = (run_input_spec){"run", false, r->cfg.d_model, r->cfg.max_seq_len, 0};
+    r->out_width = r->cfg.d_model;
+    return 0;
+}
+
+static int open_model(lf_context *ctx, const run_options *o, runner *r)
+{
+    if (o->layer_options)
+        return fail("--mode, --causal and --projection are for a single attention layer; %s holds a model", o->model), 2;
+    int rc = run_model_load(ctx, o->model, &o->model_args, &r->model, &r->info);
+    if (rc) return rc;
+    r->input = (run_input_spec){"run", r->info.kind != LF_MODEL_ENCODER, r->info.d_model, r->info.max_seq_len, 0};
+    r->out_width = r->info.kind == LF_MODEL_LM ? r->info.vocab : r->info.d_model;
+    return 0;
+}
+
+static void print_time(const runner *r, const run_input *in, double ms, int repeat)
+{
+    if (r->layer)
+        fprintf(stderr, "%s attention, batch %d, n %d, d_model %d, heads %d, k %d: %.3f ms median device time over "
+                        "%d run(s)\n", lf_mode_name(r->cfg.mode), in->batch, in->n, r->cfg.d_model, r->cfg.heads,
+                r->cfg.k, ms, repeat);
+    else
+        fprintf(stderr, "%s, batch %d, n %d: %.3f ms median device time over %d run(s), %.3f ms a layer\n",
+                lf_model_kind_name(r->info.kind), in->batch, in->n, ms, repeat, ms / r->info.layers);
 }
 
 static int write_output(output_file *out, const run_input *in, int d_model, const float *y)
@@ -286,61 +267,60 @@ static int write_output(output_file *out, const run_input *in, int d_model, cons
     return output_file_commit(out, err, sizeof err) ? fail("%s", err) : 0;
 }
 
+/* Reads the input, runs, writes y, prints the time and the check; the exit status. */
+static int run(lf_context *ctx, const runner *r, const run_options *o, output_file **out)
+{
+    run_input in;
+    run_input_spec spec = r->input;
+    spec.y_width = o->check ? r->out_width : 0;
+    float *y = NULL;
+    double *times = NULL;
+    int rc = 1;
+    if (run_input_read(o->input, &spec, &in)) goto done;
+    const size_t count = (size_t)in.batch * in.n * r->out_width;
+    if (!(y = malloc(count * sizeof *y)) || !(times = malloc(o->repeat * sizeof *times))) {
+        fail("out of host memory");
+        goto done;
+    }
+    lf_status st = forwards(r, o, &in, y, times);
+    if (st != LF_OK) {
+        fail("%s: %s", lf_status_string(st), lf_context_last_error(ctx));
+        goto done;
+    }
+    rc = *out ? write_output(*out, &in, r->out_width, y) : 0;
+    *out = NULL; /* committed or aborted */
+    if (rc) goto done;
+    qsort(times, o->repeat, sizeof *times, compare_doubles);
+    print_time(r, &in, times[o->repeat / 2], o->repeat);
+    if (o->check) rc = check_output(y, in.y, count, o->tolerance);
+done:
+    run_input_free(&in);
+    free(y), free(times);
+    return rc;
+}
+
 int cmd_run(int argc, char **argv)
 {
     run_options o;
     int rc = parse(argc, argv, &o);
     if (rc) return rc == 1 ? 0 : rc;
-    if ((rc = check_heads(o.model, o.heads))) return rc;
     char msg[4096];
     const char *inputs[2] = {o.model, o.input};
     output_file *out = o.output ? output_file_open(o.output, inputs, 2, msg, sizeof msg) : NULL;
     if (o.output && !out) return fail("%s", msg);
     lf_context *ctx = NULL;
-    lf_attention *layer = NULL;
-    run_input in = {0};
-    float *y = NULL;
-    double *times = NULL;
-    lf_attention_config cfg;
-    rc = 1;
+    runner r = {0};
     lf_status st = lf_context_create(o.device, &ctx, msg, sizeof msg);
     if (st != LF_OK) {
-        fail("%s: %s", lf_status_string(st), msg);
-        goto done;
+        rc = fail("%s: %s", lf_status_string(st), msg);
+    } else {
+        announce(ctx);
+        rc = run_is_layer_file(o.model, o.model_args.prefix) ? open_layer(ctx, &o, &r) : open_model(ctx, &o, &r);
+        if (rc == 0) rc = run(ctx, &r, &o, &out);
     }
-    announce(ctx);
-    lf_load_options lo;
-    lf_load_options_init(&lo);
-    lo.heads = o.heads, lo.mode = o.mode, lo.causal = o.causal ? 1 : -1;
-    lo.projection = o.mode == LF_MODE_LINFORMER ? o.projection : LF_PROJ_LEARNED;
-    if ((st = lf_attention_load_with(ctx, o.model, &lo, &layer)) != LF_OK ||
-        (st = lf_attention_config_get(layer, &cfg)) != LF_OK) {
-        const bool hint = st == LF_ERR_UNSUPPORTED && lo.projection == LF_PROJ_LEARNED && o.mode == LF_MODE_LINFORMER;
-        fail("%s: %s%s", lf_status_string(st), lf_context_last_error(ctx),
-             hint ? " (add --projection mean or max)" : "");
-        goto done;
-    }
-    if (read_input(o.input, cfg.d_model, o.check, &in)) goto done;
-    const size_t count = (size_t)in.batch * in.n * cfg.d_model;
-    if (!(y = malloc(count * sizeof *y)) || !(times = malloc(o.repeat * sizeof *times))) {
-        fail("out of host memory");
-        goto done;
-    }
-    if ((st = forwards(layer, &o, &in, y, times)) != LF_OK) {
-        fail("%s: %s", lf_status_string(st), lf_context_last_error(ctx));
-        goto done;
-    }
-    rc = out ? write_output(out, &in, cfg.d_model, y) : 0;
-    out = NULL; /* committed or aborted */
-    if (rc) goto done;
-    qsort(times, o.repeat, sizeof *times, compare_doubles);
-    fprintf(stderr, "%s attention, batch %d, n %d, d_model %d, heads %d, k %d: %.3f ms median device time over %d run(s)\n",
-            lf_mode_name(cfg.mode), in.batch, in.n, cfg.d_model, cfg.heads, cfg.k, times[o.repeat / 2], o.repeat);
-    if (o.check) rc = check_output(y, in.y, count, o.tolerance);
-done:
     output_file_abort(out);
-    free(in.x), free(in.y), free(in.lengths), free(y), free(times);
-    lf_attention_free(layer);
+    lf_attention_free(r.layer);
+    lf_model_free(r.model);
     lf_context_free(ctx);
     return rc;
 }

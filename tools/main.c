@@ -12,7 +12,7 @@ static const struct {
     const char *summary;
 } commands[] = {
     {"devices", cmd_devices, "list OpenCL devices and show which one a selector picks"},
-    {"run", cmd_run, "run an attention layer from a safetensors model on a safetensors input"},
+    {"run", cmd_run, "run an attention layer or a whole model from safetensors files"},
     {"bench", cmd_bench, "benchmark Linformer against dense and flash attention"},
     {"rank", cmd_rank, "measure how much rank a model's attention needs (spectra of P, error per k)"},
     {"tune", cmd_tune, "search CLBlast's GEMM parameters for a device and keep them"},

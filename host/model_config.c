@@ -1,0 +1,254 @@
+/*
+ * model_config.c - a loaded model's configs: sizes from the tensors' shapes
+ * (every shape checked against them), per layer; what shapes cannot say from
+ * the caller's options or the file's __metadata__ ("heads", "activation",
+ * "norm", "eps", "padding_idx", "embed_scale"), which must agree.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_load.h"
+
+#define FAIL(status, ...) lf__fail(s->ctx, (status), __VA_ARGS__)
+
+static lf_status expect_dim(const lf_source *s, const lf_st_tensor *t, int dim, int64_t want)
+{
+    if (!t || t->shape[dim] == want) return LF_OK;
+    return FAIL(LF_ERR_FORMAT, "%s: tensor \"%s\" has %lld in dimension %d, expected %lld", s->path, t->name,
+                (long long)t->shape[dim], dim, (long long)want);
+}
+
+static lf_status expect_shape(const lf_source *s, const lf_st_tensor *t, int64_t rows, int64_t cols)
+{
+    LF_TRY(expect_dim(s, t, 0, rows));
+    return t && t->ndim == 2 ? expect_dim(s, t, 1, cols) : LF_OK;
+}
+
+/* ---- __metadata__ against the caller ---- */
+
+/* An integer entry in [lo, hi]; *out unchanged when absent. */
+static lf_status meta_int(const lf_source *s, const char *key, long lo, long hi, long *out)
+{
+    const char *v = lf_st_meta(s->f, key);
+    if (!v) return LF_OK;
+    char *end;
+    const long x = strtol(v, &end, 10);
+    if (!*v || *end || x < lo || x > hi)
+        return FAIL(LF_ERR_FORMAT, "%s: __metadata__ \"%s\" is \"%s\", not an integer in [%ld, %ld]", s->path, key, v, lo, hi);
+    *out = x;
+    return LF_OK;
+}
+
+static lf_status meta_double(const lf_source *s, const char *key, double *out)
+{
+    const char *v = lf_st_meta(s->f, key);
+    if (!v) return LF_OK;
+    char *end;
+    const double x = strtod(v, &end);
+    if (!*v || *end || !isfinite(x) || x < 0)
+        return FAIL(LF_ERR_FORMAT, "%s: __metadata__ \"%s\" is \"%s\", not a number >= 0", s->path, key, v);
+    *out = x;
+    return LF_OK;
+}
+
+/* A named choice (activation, norm): given (0 = not), in __metadata__, or the default. */
+static lf_status choice(const lf_source *s, const char *key, int given, int fallback,
+                        lf_status (*parse)(const char *, int *), const char *(*name)(int), int *out)
+{
+    const char *v = lf_st_meta(s->f, key);
+    int from_file = 0;
+    if (v && parse(v, &from_file) != LF_OK)
+        return FAIL(LF_ERR_FORMAT, "%s: __metadata__ \"%s\" is \"%s\", which is not known", s->path, key, v);
+    if (given && v && given != from_file)
+        return FAIL(LF_ERR_ARGUMENT, "%s %s was given but %s says %s (__metadata__ \"%s\")", key, name(given), s->path,
+                    v, key);
+    *out = given ? given : v ? from_file : fallback;
+    return LF_OK;
+}
+
+static lf_status parse_act(const char *v, int *out) { return lf_activation_parse(v, (lf_activation *)out); }
+static lf_status parse_norm(const char *v, int *out) { return lf_norm_parse(v, (lf_norm *)out); }
+static const char *act_name(int v) { return lf_activation_name((lf_activation)v); }
+static const char *norm_name(int v) { return lf_norm_name((lf_norm)v); }
+
+static lf_status head_count(const lf_source *s, int given, int *heads)
+{
+    long v = 0;
+    LF_TRY(meta_int(s, "heads", 1, 65536, &v));
+    if (given && v && v != given)
+        return FAIL(LF_ERR_ARGUMENT, "heads %d was given but %s says %ld (__metadata__ \"heads\")", given, s->path, v);
+    *heads = given ? given : (int)v;
+    if (!*heads) return FAIL(LF_ERR_ARGUMENT, "%s: the head count is neither given nor in __metadata__ \"heads\"", s->path);
+    return LF_OK;
+}
+
+/* ---- Each layer ---- */
+
+/* Whether a layer's projection is the model's layerwise one (fairseq keeps a
+ * copy under every layer). */
+static bool same_tensor(const lf_st_tensor *a, const lf_st_tensor *b)
+{
+    return a && b && a->dtype == b->dtype && a->count == b->count && a->shape[0] == b->shape[0] &&
+           memcmp(a->data, b->data, a->count * (a->dtype == LF_ST_F64 ? 8 : a->dtype == LF_ST_F32 ? 4 : 2)) == 0;
+}
+
+/* E's sequence length n and k: lucidrains' proj_k is [n, k], fairseq's compress_k [k, n]. */
+static lf_status projection(lf_source *s, int i, int64_t *n, int64_t *k)
+{
+    const lf_st_tensor *const *t = s->t[i], *shared = s->m[LF_M_SHARED_E];
+    const bool own = t[LF_R_E] && !(shared && same_tensor(t[LF_R_E], shared));
+    if (s->fairseq && !own && !shared)
+        return FAIL(LF_ERR_FORMAT, "%s: layer %d has no \"self_attn.compress_k.weight\" and the model no "
+                                   "\"compress_layer.weight\"", s->path, i);
+    if (own && shared)
+        return FAIL(LF_ERR_FORMAT, "%s: layer %d has a compress_k of its own beside the layerwise compress_layer", s->path, i);
+    if (!own) s->layerwise = true;
+    const lf_st_tensor *e = own ? t[LF_R_E] : shared;
+    *n = e->shape[s->fairseq ? 1 : 0], *k = e->shape[s->fairseq ? 0 : 1];
+    if (*n <= 0 || *n > (1 << 24) || *k <= 0 || *k > (1 << 20))
+        return FAIL(LF_ERR_FORMAT, "%s: tensor \"%s\" [%lld, %lld] is out of range", s->path, e->name,
+                    (long long)e->shape[0], (long long)e->shape[1]);
+    const int64_t er = s->fairseq ? *k : *n, ec = s->fairseq ? *n : *k;
+    if (own && t[LF_R_F] && !same_tensor(t[LF_R_F], shared)) return expect_shape(s, t[LF_R_F], er, ec);
+    return LF_OK;
+}
+
+static lf_status layer_attention(lf_source *s, int i, int heads, lf_attention_config *c)
+{
+    const lf_st_tensor *const *t = s->t[i];
+    const int64_t D = t[LF_R_WQ]->shape[1], qrows = t[LF_R_WQ]->shape[0];
+    if (D <= 0 || D > (1 << 20) || qrows <= 0 || qrows % heads)
+        return FAIL(LF_ERR_FORMAT, "%s: tensor \"%s\" [%lld, %lld] does not split into %d heads", s->path,
+                    t[LF_R_WQ]->name, (long long)qrows, (long long)D, heads);
+    const int64_t dh = qrows / heads, kvrows = t[LF_R_WK]->shape[0];
+    if (kvrows != qrows && kvrows != dh)
+        return FAIL(LF_ERR_FORMAT, "%s: tensor \"%s\" has %lld rows: expected %lld (all heads) or %lld (one key/value "
+                                   "head)", s->path, t[LF_R_WK]->name, (long long)kvrows, (long long)qrows, (long long)dh);
+    const bool share_kv = !t[LF_R_WV];
+    if (share_kv && (t[LF_R_F] || t[LF_R_BV]))
+        return FAIL(LF_ERR_FORMAT, "%s: tensor \"%s\" without the values' weight (share_kv has no values of its own)",
+                    s->path, t[LF_R_F] ? t[LF_R_F]->name : t[LF_R_BV]->name);
+    if (!s->fairseq && !share_kv && !t[LF_R_F])
+        return FAIL(LF_ERR_FORMAT, "%s: layer %d has \"to_v.weight\" but no \"proj_v\"", s->path, i);
+    int64_t n = 0, k = 0;
+    LF_TRY(projection(s, i, &n, &k));
+    const int64_t shapes[][3] = {{LF_R_WK, kvrows, D}, {LF_R_WV, kvrows, D}, {LF_R_BQ, qrows, 0}, {LF_R_BK, kvrows, 0},
+                                 {LF_R_BV, kvrows, 0}, {LF_R_WO, D, qrows},  {LF_R_BO, D, 0}};
+    for (size_t j = 0; j < sizeof shapes / sizeof shapes[0]; j++)
+        LF_TRY(expect_shape(s, t[shapes[j][0]], shapes[j][1], shapes[j][2]));
+    lf_attention_config_init(c, (int)D, heads, (int)n, (int)k);
+    c->d_head = (int)dh;
+    c->kv_heads = kvrows == qrows ? heads : 1;
+    c->bias_q = t[LF_R_BQ] != NULL, c->bias_k = t[LF_R_BK] != NULL, c->bias_v = t[LF_R_BV] != NULL;
+    c->bias_out = t[LF_R_BO] != NULL;
+    c->share_kv = share_kv;
+    c->sharing = s->layerwise ? LF_SHARE_LAYERWISE : (share_kv || (s->fairseq && !t[LF_R_F])) ? LF_SHARE_KV
+                                                                                              : LF_SHARE_HEADWISE;
+    c->position = s->fairseq ? LF_POSITION_INPUT : LF_POSITION_KV;
+    return LF_OK;
+}
+
+/* The feed-forward and norms of layer i; layer 0 sets d_ff, glu and the biases, the others must agree. */
+static lf_status layer_ffn(const lf_source *s, int i, lf_model_spec *cfg)
+{
+    const lf_st_tensor *const *t = s->t[i];
+    const int64_t D = cfg->info.d_model, R = t[LF_R_W1]->shape[0], F = t[LF_R_W2]->shape[1];
+    if (F <= 0 || F > (1 << 24) || (R != F && R != 2 * F))
+        return FAIL(LF_ERR_FORMAT, "%s: tensors \"%s\" [%lld, ...] and \"%s\" [..., %lld] do not make a feed-forward "
+                                   "(rows of the first = columns of the second, or twice that for GLU)",
+                    s->path, t[LF_R_W1]->name, (long long)R, t[LF_R_W2]->name, (long long)F);
+    if (i == 0) {
+        cfg->info.d_ff = (int)F, cfg->info.glu = R == 2 * F;
+        cfg->bias_ff1 = t[LF_R_B1] != NULL, cfg->bias_ff2 = t[LF_R_B2] != NULL;
+    }
+    if (F != cfg->info.d_ff || (R == 2 * F) != cfg->info.glu || (t[LF_R_B1] != NULL) != cfg->bias_ff1 ||
+        (t[LF_R_B2] != NULL) != cfg->bias_ff2)
+        return FAIL(LF_ERR_UNSUPPORTED, "%s: layer %d's feed-forward differs from layer 0's in width, gating or biases",
+                    s->path, i);
+    const int64_t shapes[][3] = {{LF_R_W1, R, D},     {LF_R_B1, R, 0},     {LF_R_W2, D, F},     {LF_R_B2, D, 0},
+                                 {LF_R_LN1_G, D, 0}, {LF_R_LN1_B, D, 0}, {LF_R_LN2_G, D, 0}, {LF_R_LN2_B, D, 0}};
+    for (size_t j = 0; j < sizeof shapes / sizeof shapes[0]; j++)
+        LF_TRY(expect_shape(s, t[shapes[j][0]], shapes[j][1], shapes[j][2]));
+    return LF_OK;
+}
+
+/* ---- The model around the layers ---- */
+
+static lf_status pair(const lf_source *s, lf_model_tensor g, lf_model_tensor b, int64_t D, int *present)
+{
+    const lf_st_tensor *const *m = s->m;
+    if (!m[g] != !m[b])
+        return FAIL(LF_ERR_FORMAT, "%s: tensor \"%s\" without its pair", s->path, (m[g] ? m[g] : m[b])->name);
+    *present = m[g] != NULL;
+    LF_TRY(expect_shape(s, m[g], D, 0));
+    return expect_shape(s, m[b], D, 0);
+}
+
+static lf_status model_tensors(const lf_source *s, lf_model_spec *cfg)
+{
+    const lf_st_tensor *const *m = s->m;
+    const int64_t D = cfg->info.d_model;
+    if (!s->fairseq && !s->lm && (m[LF_M_TOK] || m[LF_M_POS] || m[LF_M_HEAD_W]))
+        return FAIL(LF_ERR_FORMAT, "%s: embeddings or logits beside a Linformer that is not wrapped as "
+                                   "LinformerLM (\"linformer.net.layers...\")", s->path);
+    if (s->lm && (!m[LF_M_TOK] || !m[LF_M_HEAD_W]))
+        return FAIL(LF_ERR_FORMAT, "%s: a LinformerLM needs \"%stoken_emb.weight\" and \"%sto_logits.weight\"", s->path,
+                    s->stem, s->stem);
+    if (m[LF_M_POS] && !m[LF_M_TOK])
+        return FAIL(LF_ERR_FORMAT, "%s: tensor \"%s\" without token embeddings", s->path, m[LF_M_POS]->name);
+    cfg->info.kind = s->lm ? LF_MODEL_LM : m[LF_M_TOK] ? LF_MODEL_TOKEN_ENCODER : LF_MODEL_ENCODER;
+    const int64_t V = m[LF_M_TOK] ? m[LF_M_TOK]->shape[0] : 0, P = m[LF_M_POS] ? m[LF_M_POS]->shape[0] : 0;
+    if (V < 0 || V > (1 << 24) || P > (1 << 24))
+        return FAIL(LF_ERR_FORMAT, "%s: the embeddings' sizes are out of range", s->path);
+    cfg->info.vocab = (int)V, cfg->positions = (int)P;
+    LF_TRY(expect_shape(s, m[LF_M_TOK], V, D));
+    LF_TRY(expect_shape(s, m[LF_M_POS], P, D));
+    LF_TRY(expect_shape(s, m[LF_M_HEAD_W], V, D));
+    LF_TRY(expect_shape(s, m[LF_M_HEAD_B], V, 0));
+    cfg->head_bias = m[LF_M_HEAD_B] != NULL;
+    LF_TRY(pair(s, LF_M_EMB_G, LF_M_EMB_B, D, &cfg->emb_norm));
+    LF_TRY(pair(s, LF_M_FINAL_G, LF_M_FINAL_B, D, &cfg->final_norm));
+    if (s->layerwise) {
+        const lf_st_tensor *e = m[LF_M_SHARED_E];
+        cfg->info.layerwise = 1, cfg->shared_k = (int)e->shape[0], cfg->shared_n = (int)e->shape[1];
+    }
+    return LF_OK;
+}
+
+/* eps, and fairseq's position offset (padding_idx + 1) and embedding scale. */
+static lf_status numbers(const lf_source *s, lf_model_spec *cfg)
+{
+    double eps = 1e-5, scale = 1.0;
+    long padding = s->fairseq ? 1 : -1;
+    LF_TRY(meta_double(s, "eps", &eps));
+    LF_TRY(meta_double(s, "embed_scale", &scale));
+    LF_TRY(meta_int(s, "padding_idx", -1, 1 << 20, &padding));
+    cfg->eps = (float)eps, cfg->embed_scale = (float)scale, cfg->pos_offset = (int)padding + 1;
+    return LF_OK;
+}
+
+lf_status lf__model_source_config(lf_source *s, const lf_model_options *opts, lf_model_spec *cfg,
+                                  lf_attention_config *attn)
+{
+    memset(cfg, 0, sizeof *cfg);
+    int heads, act = 0, norm = 0;
+    LF_TRY(head_count(s, opts->heads, &heads));
+    LF_TRY(choice(s, "activation", opts->activation, LF_ACT_GELU, parse_act, act_name, &act));
+    LF_TRY(choice(s, "norm", opts->norm, s->fairseq ? LF_NORM_POST : LF_NORM_PRE, parse_norm, norm_name, &norm));
+    cfg->info.layout = s->fairseq ? "fairseq" : "lucidrains";
+    cfg->info.layers = s->layers, cfg->info.activation = (lf_activation)act, cfg->info.norm = (lf_norm)norm;
+    for (int i = 0; i < s->layers; i++) {
+        LF_TRY(layer_attention(s, i, heads, &attn[i]));
+        cfg->info.d_model = attn[0].d_model;
+        if (attn[i].d_model != cfg->info.d_model)
+            return FAIL(LF_ERR_FORMAT, "%s: layer %d has d_model %d, layer 0 %d", s->path, i, attn[i].d_model,
+                        cfg->info.d_model);
+        LF_TRY(layer_ffn(s, i, cfg));
+    }
+    for (int i = 0; i < s->layers; i++)
+        if ((attn[i].sharing == LF_SHARE_LAYERWISE) != s->layerwise)
+            return FAIL(LF_ERR_FORMAT, "%s: some layers use the layerwise compress_layer and some do not", s->path);
+    LF_TRY(model_tensors(s, cfg));
+    return numbers(s, cfg);
+}
