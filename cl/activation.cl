@@ -15,12 +15,14 @@
 #define GLU 0
 #endif
 
+/* GELU's 1 + erf(z) and 1 + tanh(z) lose every digit for z well below 0,
+ * where the result is tiny: erfc(-z) and 2 / (1 + exp(-2 z)) keep them. */
 float activate(float v)
 {
 #if ACT == 1
-    return 0.5f * v * (1.0f + erf(v * 0.70710678118654752f));
+    return 0.5f * v * erfc(-v * 0.70710678118654752f);
 #elif ACT == 2
-    return 0.5f * v * (1.0f + tanh(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+    return v / (1.0f + exp(-2.0f * 0.79788456080286536f * (v + 0.044715f * v * v * v)));
 #elif ACT == 3
     return v < 0.0f ? 0.0f : v; /* NaN stays NaN, as in PyTorch */
 #else

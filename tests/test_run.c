@@ -226,7 +226,7 @@ Test(run, check_compares_with_the_inputs_y)
     int rc = run_plain("--check", log, sizeof log);
     cr_expect_eq(rc, 0, "%s", log);
     cr_expect(strstr(log, "relative error") && strstr(log, "ok"), "%s", log);
-    cr_expect(strstr(log, "device 0:") != NULL, "the device is named: %s", log);
+    cr_expect(strstr(log, "linformer run: device ") != NULL, "the device is named: %s", log);
     rc = run_plain("--check --tolerance 1e-12", log, sizeof log); /* float output: far above 1e-12 */
     cr_expect_eq(rc, 1, "%s", log);
     cr_expect(strstr(log, "FAILED") != NULL, "%s", log);
