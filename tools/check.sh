@@ -6,6 +6,8 @@
 # default device).
 set -eu
 cd "$(dirname "$0")/.."
+mkdir -p build
+tools/install-python-test.sh
 tools/setup.sh
 
 # One test process at a time: each uses every core through the OpenCL device.
