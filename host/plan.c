@@ -84,9 +84,9 @@ static lf_status check_linformer(const lf_attention_config *c, bool has_shared, 
 }
 
 static void slot(lf_plan *p, lf_weight_id id, const char *name, lf_weight_buf buf, size_t offset, bool present,
-                 int rows, int cols, float bound)
+                 size_t rows, size_t cols, float bound)
 {
-    const size_t count = present ? (rows ? (size_t)rows : 1) * (size_t)cols : 0;
+    const size_t count = present ? (rows ? rows : 1) * cols : 0;
     p->weights[id] = (lf_weight_slot){name, buf, offset, count, rows, cols, bound};
 }
 
@@ -108,10 +108,10 @@ static void layout_weights(lf_plan *p)
     /* E (and F): a matrix or a window's weights, per key/value head or shared by heads */
     const bool own = p->linformer && c->sharing != LF_SHARE_LAYERWISE;
     const bool settable = own && (c->proj_kind == LF_PROJ_LEARNED || c->proj_kind == LF_PROJ_CONV);
-    const int copies = p->per_head_proj ? p->kvh : 0; /* 0: no leading dimension */
-    const int cols = c->proj_kind == LF_PROJ_CONV ? p->window : c->k * c->max_seq_len;
+    const size_t copies = p->per_head_proj ? (size_t)p->kvh : 0; /* 0: no leading dimension */
+    const size_t cols = c->proj_kind == LF_PROJ_CONV ? (size_t)p->window : (size_t)c->k * c->max_seq_len;
     size_t per = 0; /* floats of one E in the buffer */
-    if (own && (p->matrix_proj || c->proj_kind == LF_PROJ_CONV)) per = (size_t)(copies ? copies : 1) * cols;
+    if (own && (p->matrix_proj || c->proj_kind == LF_PROJ_CONV)) per = (copies ? copies : 1) * cols;
     if (own && c->proj_kind == LF_PROJ_MEAN_POOL) per = p->window; /* uniform 1/w, one copy serves all */
     const float e_bound = c->proj_kind == LF_PROJ_CONV ? (float)(1.0 / sqrt((double)p->window)) : 0.0f;
     slot(p, LF_P_E, "e", LF_BUF_PROJ, 0, settable, copies, cols, e_bound);

@@ -24,7 +24,7 @@ typedef struct {
     lf_weight_buf buf;   /* where it lives */
     size_t offset;       /* in floats, within buf */
     size_t count;        /* floats; 0 when the weight does not exist in this config */
-    int rows, cols;      /* its shape: [rows, cols], or [cols] when rows is 0 */
+    size_t rows, cols;   /* its shape: [rows, cols], or [cols] when rows is 0 */
     float init_bound;    /* lf_attention_init_random: uniform(+-bound); 0 = normal(0, 1/k) */
 } lf_weight_slot;
 

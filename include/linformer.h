@@ -343,7 +343,7 @@ LF_API lf_status lf_attention_set_weight(lf_attention *layer, const char *name,
 typedef struct {
     const char *name; /* "wq", ...: a constant string */
     size_t count;
-    int rows, cols;
+    size_t rows, cols;
 } lf_weight_info;
 LF_API lf_status lf_attention_weight_info(const lf_attention *layer, int index, lf_weight_info *info);
 
