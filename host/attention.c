@@ -242,15 +242,7 @@ lf_status lf_attention_device_bytes(const lf_attention *layer, size_t *weights, 
 static lf_status check_forward(lf_attention *L, int batch, int n, const int32_t *lengths)
 {
     lf_context *ctx = L->ctx;
-    if (batch <= 0) return lf__fail(ctx, LF_ERR_ARGUMENT, "batch must be positive, got %d", batch);
-    if (n <= 0) return lf__fail(ctx, LF_ERR_ARGUMENT, "n must be positive, got %d", n);
-    if (n > L->plan.cfg.max_seq_len)
-        return lf__fail(ctx, LF_ERR_ARGUMENT, "n (%d) is beyond max_seq_len (%d)", n, L->plan.cfg.max_seq_len);
-    if ((uint64_t)batch * (uint64_t)n > (1u << 30))
-        return lf__fail(ctx, LF_ERR_ARGUMENT, "batch x n (%d x %d) is too large", batch, n);
-    for (int b = 0; lengths && b < batch; b++)
-        if (lengths[b] < 0 || lengths[b] > n)
-            return lf__fail(ctx, LF_ERR_ARGUMENT, "lengths[%d] = %d is outside [0, n = %d]", b, lengths[b], n);
+    LF_TRY(lf__check_batch(ctx, batch, n, L->plan.cfg.max_seq_len, "max_seq_len", lengths));
     for (int i = 0; i < LF_W_COUNT; i++)
         if (L->plan.weights[i].count && !L->set[i])
             return lf__fail(ctx, LF_ERR_STATE, "weight \"%s\" was never set", L->plan.weights[i].name);

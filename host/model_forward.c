@@ -162,16 +162,7 @@ static lf_status run(lf_model *m, cl_mem in, cl_mem y, int batch, int n, const i
 
 static lf_status check_forward(lf_model *m, int batch, int n, const int32_t *lengths)
 {
-    lf_context *ctx = m->ctx;
-    if (batch <= 0) return lf__fail(ctx, LF_ERR_ARGUMENT, "batch must be positive, got %d", batch);
-    if (n <= 0) return lf__fail(ctx, LF_ERR_ARGUMENT, "n must be positive, got %d", n);
-    if (n > m->cfg.info.max_seq_len)
-        return lf__fail(ctx, LF_ERR_ARGUMENT, "n (%d) is beyond the model's max_seq_len (%d)", n, m->cfg.info.max_seq_len);
-    if ((uint64_t)batch * (uint64_t)n > (1u << 30))
-        return lf__fail(ctx, LF_ERR_ARGUMENT, "batch x n (%d x %d) is too large", batch, n);
-    for (int b = 0; lengths && b < batch; b++)
-        if (lengths[b] < 0 || lengths[b] > n)
-            return lf__fail(ctx, LF_ERR_ARGUMENT, "lengths[%d] = %d is outside [0, n = %d]", b, lengths[b], n);
+    LF_TRY(lf__check_batch(m->ctx, batch, n, m->cfg.info.max_seq_len, "the model's max_seq_len", lengths));
     return lf__model_check_set(m);
 }
 

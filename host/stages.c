@@ -41,6 +41,20 @@ void lf__workspace_release(lf_workspace *ws)
     }
 }
 
+lf_status lf__check_batch(lf_context *ctx, int batch, int n, int max_seq_len, const char *limit,
+                          const int32_t *lengths)
+{
+    if (batch <= 0) return lf__fail(ctx, LF_ERR_ARGUMENT, "batch must be positive, got %d", batch);
+    if (n <= 0) return lf__fail(ctx, LF_ERR_ARGUMENT, "n must be positive, got %d", n);
+    if (n > max_seq_len) return lf__fail(ctx, LF_ERR_ARGUMENT, "n (%d) is beyond %s (%d)", n, limit, max_seq_len);
+    if ((uint64_t)batch * (uint64_t)n > (1u << 30))
+        return lf__fail(ctx, LF_ERR_ARGUMENT, "batch x n (%d x %d) is too large", batch, n);
+    for (int b = 0; lengths && b < batch; b++)
+        if (lengths[b] < 0 || lengths[b] > n)
+            return lf__fail(ctx, LF_ERR_ARGUMENT, "lengths[%d] = %d is outside [0, n = %d]", b, lengths[b], n);
+    return LF_OK;
+}
+
 size_t lf__scores_budget(const lf_device_info *device)
 {
     size_t budget = device->max_alloc_bytes;

@@ -42,6 +42,12 @@ typedef struct {
     bool lengths_ready; /* the caller has put lengths into the workspace (a model, once per forward) */
 } lf_pass;
 
+/* The shape of a forward, checked before any work: batch and n positive,
+ * n <= max_seq_len (`limit` names that bound in the message), batch x n
+ * within int indexing, and lengths (NULL = all n) in [0, n]. */
+lf_status lf__check_batch(lf_context *ctx, int batch, int n, int max_seq_len, const char *limit,
+                          const int32_t *lengths);
+
 /* y = attention(x), x and y [batch, n, d_model] on the device, different buffers. */
 lf_status lf__attention_pass(const lf_pass *p, cl_mem x, cl_mem y);
 
