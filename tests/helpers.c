@@ -100,3 +100,24 @@ int lf_test_run_tool(const char *args, char *log, size_t log_size)
     snprintf(cmd, sizeof cmd, "'%s' %s", lf_test_tool(), args);
     return lf_test_system(cmd, log, log_size);
 }
+
+cl_mem lf_test_upload(lf_context *ctx, const void *data, size_t bytes)
+{
+    cl_mem m = NULL;
+    cr_assert_eq(lf__alloc(ctx, bytes, "test buffer", &m), LF_OK, "%s", lf_context_last_error(ctx));
+    cr_assert_eq(lf__upload(ctx, m, 0, data, bytes), LF_OK, "%s", lf_context_last_error(ctx));
+    return m;
+}
+
+void lf_test_download(lf_context *ctx, cl_mem m, float *out, size_t count)
+{
+    cr_assert_eq(lf__download(ctx, m, 0, out, count * sizeof *out), LF_OK, "%s", lf_context_last_error(ctx));
+}
+
+float *lf_test_random(size_t count, uint64_t *state, float lo, float hi)
+{
+    float *x = malloc(count * sizeof *x);
+    cr_assert_not_null(x);
+    lf_test_fill(x, count, state, lo, hi);
+    return x;
+}

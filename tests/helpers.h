@@ -19,6 +19,13 @@ void lf_test_poison(float *x, size_t count);
 double lf_test_rel_err(const float *out, const double *ref, size_t count);
 double lf_test_rel_err_f(const float *out, const float *ref, size_t count);
 
+/* Device buffers from host arrays, for the kernel tests: a buffer holding a
+ * copy of data, and a download of one; both fail the test on any error. */
+cl_mem lf_test_upload(lf_context *ctx, const void *data, size_t bytes);
+void lf_test_download(lf_context *ctx, cl_mem m, float *out, size_t count);
+/* A malloc'd array of fresh random values in [lo, hi). */
+float *lf_test_random(size_t count, uint64_t *state, float lo, float hi);
+
 /* Opens the default device (LINFORMER_DEVICE applies); fails the test if none. */
 lf_context *lf_test_context(void);
 

@@ -22,26 +22,6 @@ TestSuite(kernels, .init = setup, .fini = teardown, .timeout = 600);
 
 /* ---- device buffers from host arrays ---- */
 
-static cl_mem upload(const void *data, size_t bytes)
-{
-    cl_mem m = NULL;
-    cr_assert_eq(lf__alloc(ctx, bytes, "test buffer", &m), LF_OK, "%s", lf_context_last_error(ctx));
-    cr_assert_eq(lf__upload(ctx, m, 0, data, bytes), LF_OK, "%s", lf_context_last_error(ctx));
-    return m;
-}
-
-static void download(cl_mem m, float *out, size_t count)
-{
-    cr_assert_eq(lf__download(ctx, m, 0, out, count * sizeof *out), LF_OK, "%s", lf_context_last_error(ctx));
-}
-
-static float *random_floats(size_t count, uint64_t *rng, float lo, float hi)
-{
-    float *x = malloc(count * sizeof *x);
-    lf_test_fill(x, count, rng, lo, hi);
-    return x;
-}
-
 /* Random lengths in [0, n] with n itself always among them. */
 static void random_lengths(int32_t *lens, int batch, int n, uint64_t *rng)
 {
@@ -67,13 +47,13 @@ static void softmax_case(int count, int rows, int ld, int rows_valid, int cols_v
                          uint64_t *rng)
 {
     const size_t total = (size_t)count * rows * ld;
-    float *s = random_floats(total, rng, -8.0f, 8.0f), *out = malloc(total * sizeof *out);
+    float *s = lf_test_random(total, rng, -8.0f, 8.0f), *out = malloc(total * sizeof *out);
     double *ref = malloc(total * sizeof *ref);
-    cl_mem buf = upload(s, total * sizeof *s);
+    cl_mem buf = lf_test_upload(ctx, s, total * sizeof *s);
     const lf_softmax_rows_args a = {buf, ld, rows, rows_valid, cols_valid, causal, (size_t)count, group};
     cr_assert_eq(lf__launch_softmax_rows(ctx, &a, NULL), LF_OK, "%s", lf_context_last_error(ctx));
     lf_test_poison(out, total);
-    download(buf, out, total);
+    lf_test_download(ctx, buf, out, total);
     double row[1024];
     for (size_t r = 0; r < (size_t)count * rows; r++) {
         const bool live = (int)(r % rows) < rows_valid && cols_valid > 0;
@@ -111,18 +91,18 @@ static void bias_case(int batch, int per_seq, int cols, int ld, bool has_bias, b
 {
     const int rows = batch * per_seq;
     const size_t total = (size_t)rows * ld;
-    float *y = random_floats(total, rng, -1.0f, 1.0f), *bias = random_floats(cols + 3, rng, -1.0f, 1.0f);
+    float *y = lf_test_random(total, rng, -1.0f, 1.0f), *bias = lf_test_random(cols + 3, rng, -1.0f, 1.0f);
     float *out = malloc(total * sizeof *out);
     double *ref = malloc(total * sizeof *ref);
     int32_t lens[8];
     random_lengths(lens, batch, per_seq, rng);
-    cl_mem yb = upload(y, total * sizeof *y), bb = upload(bias, (cols + 3) * sizeof *bias);
-    cl_mem lb = upload(lens, batch * sizeof *lens);
+    cl_mem yb = lf_test_upload(ctx, y, total * sizeof *y), bb = lf_test_upload(ctx, bias, (cols + 3) * sizeof *bias);
+    cl_mem lb = lf_test_upload(ctx, lens, batch * sizeof *lens);
     const lf_bias_rows_args a = {.y = yb, .ld = ld, .cols = cols, .rows = rows, .bias = bb, .bias_off = 3,
                                  .has_bias = has_bias, .lengths = lb, .rows_per_seq = per_seq, .mask = mask};
     cr_assert_eq(lf__launch_bias_rows(ctx, &a, NULL), LF_OK, "%s", lf_context_last_error(ctx));
     lf_test_poison(out, total);
-    download(yb, out, total);
+    lf_test_download(ctx, yb, out, total);
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < ld; c++) {
             const bool past = mask && r % per_seq >= lens[r / per_seq];
@@ -173,13 +153,13 @@ static void window_run(const window_case *t, uint64_t *rng)
     const int in_ld = t->groups * t->cols, out_ld = t->groups * t->cols;
     const int copies = t->per_head ? t->cols / t->head_cols : 1, w_gstride = copies * t->window;
     const size_t in_count = (size_t)t->batch * t->n * in_ld, out_count = (size_t)t->batch * t->k * out_ld;
-    float *in = random_floats(in_count, rng, -1.0f, 1.0f), *wt = random_floats((size_t)2 * w_gstride, rng, -1.0f, 1.0f);
+    float *in = lf_test_random(in_count, rng, -1.0f, 1.0f), *wt = lf_test_random((size_t)2 * w_gstride, rng, -1.0f, 1.0f);
     float *out = malloc(out_count * sizeof *out);
     double *ref = malloc(out_count * sizeof *ref);
     int32_t lens[8];
     random_lengths(lens, t->batch, t->n, rng);
-    cl_mem ib = upload(in, in_count * sizeof *in), wb = upload(wt, 2 * w_gstride * sizeof *wt);
-    cl_mem lb = upload(lens, t->batch * sizeof *lens), ob = NULL;
+    cl_mem ib = lf_test_upload(ctx, in, in_count * sizeof *in), wb = lf_test_upload(ctx, wt, 2 * w_gstride * sizeof *wt);
+    cl_mem lb = lf_test_upload(ctx, lens, t->batch * sizeof *lens), ob = NULL;
     cr_assert_eq(lf__alloc(ctx, out_count * sizeof *out, "out", &ob), LF_OK);
     lf_test_poison(out, out_count);
     cr_assert_eq(lf__upload(ctx, ob, 0, out, out_count * sizeof *out), LF_OK);
@@ -189,7 +169,7 @@ static void window_run(const window_case *t, uint64_t *rng)
         .head_cols = t->head_cols, .lengths = lb, .cols = t->cols, .k = t->k, .groups = t->groups,
         .batch = t->batch, .max = t->max};
     cr_assert_eq(lf__launch_seq_project_window(ctx, &a, NULL), LF_OK, "%s", lf_context_last_error(ctx));
-    download(ob, out, out_count);
+    lf_test_download(ctx, ob, out, out_count);
     for (int b = 0; b < t->batch; b++)
         for (int j = 0; j < t->k; j++)
             for (int g = 0; g < t->groups; g++)
@@ -254,15 +234,15 @@ static void tiled_run(const tiled_case *t, uint64_t *rng)
 {
     const int qd = t->heads * t->dh, kd = t->kv_heads * t->dh, key_rows = t->keys ? t->keys : t->n;
     const size_t qc = (size_t)t->batch * t->n * qd, kc = (size_t)t->batch * key_rows * kd;
-    float *q = random_floats(qc, rng, -1.0f, 1.0f), *k = random_floats(kc, rng, -1.0f, 1.0f);
-    float *v = random_floats(kc, rng, -1.0f, 1.0f), *out = malloc(qc * sizeof *out);
+    float *q = lf_test_random(qc, rng, -1.0f, 1.0f), *k = lf_test_random(kc, rng, -1.0f, 1.0f);
+    float *v = lf_test_random(kc, rng, -1.0f, 1.0f), *out = malloc(qc * sizeof *out);
     double *ref = malloc(qc * sizeof *ref);
     int32_t lens[8];
     random_lengths(lens, t->batch, t->n, rng);
-    cl_mem qb = upload(q, qc * sizeof *q), kb = upload(k, kc * sizeof *k), vb = upload(v, kc * sizeof *v);
-    cl_mem lb = upload(lens, t->batch * sizeof *lens), ob = NULL;
+    cl_mem qb = lf_test_upload(ctx, q, qc * sizeof *q), kb = lf_test_upload(ctx, k, kc * sizeof *k), vb = lf_test_upload(ctx, v, kc * sizeof *v);
+    cl_mem lb = lf_test_upload(ctx, lens, t->batch * sizeof *lens), ob = NULL;
     lf_test_poison(out, qc);
-    ob = upload(out, qc * sizeof *out);
+    ob = lf_test_upload(ctx, out, qc * sizeof *out);
     const lf_attention_tiled_args a = {
         .q = {qb, 0, qd, (size_t)t->n * qd}, .k = {kb, 0, kd, (size_t)key_rows * kd},
         .v = {vb, 0, kd, (size_t)key_rows * kd}, .o = {ob, 0, qd, (size_t)t->n * qd}, .lengths = lb,
@@ -270,7 +250,7 @@ static void tiled_run(const tiled_case *t, uint64_t *rng)
         .d_head = t->dh, .scale = (float)(1.0 / sqrt((double)t->dh)), .tile_keys = t->tile_keys,
         .tile_queries = t->tile_queries};
     cr_assert_eq(lf__launch_attention_tiled(ctx, &a, NULL), LF_OK, "%s", lf_context_last_error(ctx));
-    download(ob, out, qc);
+    lf_test_download(ctx, ob, out, qc);
     tiled_ref(t, q, k, v, lens, ref);
     cr_expect_leq(lf_test_rel_err(out, ref, qc), TOL, "attention_tiled n %d keys %d heads %d/%d dh %d TK %d TQ %zu",
                   t->n, t->keys, t->heads, t->kv_heads, t->dh, t->tile_keys, t->tile_queries);

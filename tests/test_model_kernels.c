@@ -21,26 +21,6 @@ static void setup(void) { ctx = lf_test_context(); }
 static void teardown(void) { lf_context_free(ctx); }
 TestSuite(model_kernels, .init = setup, .fini = teardown, .timeout = 600);
 
-static cl_mem upload(const void *data, size_t bytes)
-{
-    cl_mem m = NULL;
-    cr_assert_eq(lf__alloc(ctx, bytes, "test buffer", &m), LF_OK, "%s", lf_context_last_error(ctx));
-    cr_assert_eq(lf__upload(ctx, m, 0, data, bytes), LF_OK, "%s", lf_context_last_error(ctx));
-    return m;
-}
-
-static void download(cl_mem m, float *out, size_t count)
-{
-    cr_assert_eq(lf__download(ctx, m, 0, out, count * sizeof *out), LF_OK, "%s", lf_context_last_error(ctx));
-}
-
-static float *random_floats(size_t count, uint64_t *rng, float lo, float hi)
-{
-    float *x = malloc(count * sizeof *x);
-    lf_test_fill(x, count, rng, lo, hi);
-    return x;
-}
-
 static float *poisoned(size_t count)
 {
     float *x = malloc(count * sizeof *x);
@@ -70,18 +50,18 @@ typedef struct {
 static void layernorm_run(const ln_case *t, uint64_t *rng)
 {
     const size_t count = (size_t)t->rows * t->d;
-    float *x = random_floats(count, rng, 1.0f, 5.0f), *r = random_floats(count, rng, -2.0f, 2.0f);
-    float *g = random_floats(t->d, rng, 0.5f, 1.5f), *b = random_floats(t->d, rng, -1.0f, 1.0f);
+    float *x = lf_test_random(count, rng, 1.0f, 5.0f), *r = lf_test_random(count, rng, -2.0f, 2.0f);
+    float *g = lf_test_random(t->d, rng, 0.5f, 1.5f), *b = lf_test_random(t->d, rng, -1.0f, 1.0f);
     float *out = poisoned(count), *sum = poisoned(count);
     double *s = malloc(count * sizeof *s), *ref = malloc(count * sizeof *ref);
-    cl_mem xb = upload(x, count * sizeof *x), rb = upload(r, count * sizeof *r), gb = upload(g, t->d * sizeof *g);
-    cl_mem bb = upload(b, t->d * sizeof *b), ob = t->in_place ? xb : upload(out, count * sizeof *out);
+    cl_mem xb = lf_test_upload(ctx, x, count * sizeof *x), rb = lf_test_upload(ctx, r, count * sizeof *r), gb = lf_test_upload(ctx, g, t->d * sizeof *g);
+    cl_mem bb = lf_test_upload(ctx, b, t->d * sizeof *b), ob = t->in_place ? xb : lf_test_upload(ctx, out, count * sizeof *out);
     const lf_layernorm_args a = {.x = xb, .r = t->has_r ? rb : NULL, .out = ob, .gamma = gb, .beta = bb, .d = t->d,
                                  .rows = t->rows, .eps = 1e-5f, .has_r = t->has_r, .write_sum = t->write_sum,
                                  .group = t->group};
     cr_assert_eq(lf__launch_layernorm(ctx, &a, NULL), LF_OK, "%s", lf_context_last_error(ctx));
-    download(ob, out, count);
-    download(xb, sum, count);
+    lf_test_download(ctx, ob, out, count);
+    lf_test_download(ctx, xb, sum, count);
     for (size_t i = 0; i < count; i++) s[i] = (double)x[i] + (t->has_r ? r[i] : 0.0);
     for (int row = 0; row < t->rows; row++)
         lf_ref_layernorm(s + (size_t)row * t->d, t->d, 1e-5, g, b, ref + (size_t)row * t->d);
@@ -119,14 +99,14 @@ typedef struct {
 static void bias_act_run(const act_case *t, uint64_t *rng)
 {
     const size_t count = (size_t)t->rows * t->ld;
-    float *y = random_floats(count, rng, -4.0f, 4.0f), *bias = random_floats(2 * t->cols, rng, -1.0f, 1.0f);
+    float *y = lf_test_random(count, rng, -4.0f, 4.0f), *bias = lf_test_random(2 * t->cols, rng, -1.0f, 1.0f);
     float *out = poisoned(count);
     double *ref = malloc(count * sizeof *ref);
-    cl_mem yb = upload(y, count * sizeof *y), bb = upload(bias, 2 * t->cols * sizeof *bias);
+    cl_mem yb = lf_test_upload(ctx, y, count * sizeof *y), bb = lf_test_upload(ctx, bias, 2 * t->cols * sizeof *bias);
     const lf_bias_act_args a = {.y = yb, .ld = t->ld, .cols = t->cols, .rows = t->rows, .bias = t->has_bias ? bb : NULL,
                                 .has_bias = t->has_bias, .glu = t->glu, .act = t->act};
     cr_assert_eq(lf__launch_bias_act(ctx, &a, NULL), LF_OK, "%s", lf_context_last_error(ctx));
-    download(yb, out, count);
+    lf_test_download(ctx, yb, out, count);
     for (int r = 0; r < t->rows; r++)
         for (int c = 0; c < t->ld; c++) {
             const float *row = y + (size_t)r * t->ld;
@@ -162,20 +142,20 @@ Test(model_kernels, bias_act_grid)
 static void embed_run(int batch, int n, int d, int vocab, bool pos, int pos_offset, float scale, uint64_t *rng)
 {
     const size_t count = (size_t)batch * n * d, positions = (size_t)n + pos_offset;
-    float *tok = random_floats((size_t)vocab * d, rng, -1.0f, 1.0f), *pe = random_floats(positions * d, rng, -1.0f, 1.0f);
+    float *tok = lf_test_random((size_t)vocab * d, rng, -1.0f, 1.0f), *pe = lf_test_random(positions * d, rng, -1.0f, 1.0f);
     int64_t *tokens = malloc((size_t)batch * n * sizeof *tokens);
     int32_t lens[4];
     for (int b = 0; b < batch; b++) lens[b] = b == 0 ? n : (int32_t)(lf__rand_next(rng) % (uint64_t)(n + 1));
     for (size_t i = 0; i < (size_t)batch * n; i++) tokens[i] = (int64_t)(lf__rand_next(rng) % (uint64_t)vocab);
     float *out = poisoned(count);
     double *ref = malloc(count * sizeof *ref);
-    cl_mem tb = upload(tokens, (size_t)batch * n * sizeof *tokens), eb = upload(tok, (size_t)vocab * d * sizeof *tok);
-    cl_mem pb = upload(pe, positions * d * sizeof *pe), lb = upload(lens, batch * sizeof *lens);
-    cl_mem ob = upload(out, count * sizeof *out);
+    cl_mem tb = lf_test_upload(ctx, tokens, (size_t)batch * n * sizeof *tokens), eb = lf_test_upload(ctx, tok, (size_t)vocab * d * sizeof *tok);
+    cl_mem pb = lf_test_upload(ctx, pe, positions * d * sizeof *pe), lb = lf_test_upload(ctx, lens, batch * sizeof *lens);
+    cl_mem ob = lf_test_upload(ctx, out, count * sizeof *out);
     const lf_embed_args a = {.tokens = tb, .tok = eb, .pos = pos ? pb : NULL, .pos_offset = pos_offset, .scale = scale,
                              .out = ob, .d = d, .n = n, .batch = batch, .lengths = lb};
     cr_assert_eq(lf__launch_embed(ctx, &a, NULL), LF_OK, "%s", lf_context_last_error(ctx));
-    download(ob, out, count);
+    lf_test_download(ctx, ob, out, count);
     for (int b = 0; b < batch; b++)
         for (int i = 0; i < n; i++)
             for (int c = 0; c < d; c++) {
