@@ -98,13 +98,8 @@ int bench_plot_open(const char *path, bench_plot_files *f, char *err, size_t err
     return -1;
 }
 
-/* gnuplot -c SCRIPT DATA BLOCKS KIND > FIGURE, without a shell (paths may hold anything). */
-static int run_gnuplot(const char *script, const char *data, int blocks, const char *kind, int figure, char *err,
-                       size_t err_size)
+int bench_gnuplot(char *const argv[], int figure, char *err, size_t err_size)
 {
-    char nblocks[16];
-    snprintf(nblocks, sizeof nblocks, "%d", blocks);
-    char *argv[] = {"gnuplot", "-c", (char *)script, (char *)data, nblocks, (char *)kind, NULL};
     posix_spawn_file_actions_t io;
     posix_spawn_file_actions_init(&io);
     posix_spawn_file_actions_adddup2(&io, figure, STDOUT_FILENO);
@@ -112,18 +107,29 @@ static int run_gnuplot(const char *script, const char *data, int blocks, const c
     int rc = posix_spawnp(&pid, "gnuplot", &io, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&io);
     if (rc != 0) {
-        snprintf(err, err_size, "cannot run gnuplot: %s", strerror(rc));
+        snprintf(err, err_size, "cannot run gnuplot (apt-get install gnuplot-nox): %s; the data is in %s", strerror(rc),
+                 argv[3]);
         return -1;
     }
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        snprintf(err, err_size, "gnuplot %s failed (%s %d); its data is in %s", script,
+        snprintf(err, err_size, "gnuplot %s failed (%s %d); its data is in %s", argv[2],
                  WIFEXITED(status) ? "exit status" : "signal", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
-                 data);
+                 argv[3]);
         return -1;
     }
     return 0;
+}
+
+/* gnuplot -c SCRIPT DATA BLOCKS KIND > FIGURE */
+static int run_gnuplot(const char *script, const char *data, int blocks, const char *kind, int figure, char *err,
+                       size_t err_size)
+{
+    char nblocks[16];
+    snprintf(nblocks, sizeof nblocks, "%d", blocks);
+    char *argv[] = {"gnuplot", "-c", (char *)script, (char *)data, nblocks, (char *)kind, NULL};
+    return bench_gnuplot(argv, figure, err, err_size);
 }
 
 /* The data and the built-in plot.gp, put in place; *blocks counts the series. */

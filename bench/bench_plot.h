@@ -35,4 +35,8 @@ int bench_plot_finish(bench_plot_files *f, const bench_results *r, char *err, si
 /* Drops all three (an interrupted or failed sweep); a closed set is fine. */
 void bench_plot_abort(bench_plot_files *f);
 
+/* Runs gnuplot with argv (argv[2] the script, argv[3] its data) writing the figure
+ * to the descriptor `figure`, without a shell; 0, or -1 with a message naming the data. */
+int bench_gnuplot(char *const argv[], int figure, char *err, size_t err_size);
+
 #endif

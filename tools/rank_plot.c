@@ -2,36 +2,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include "rank_plot.h"
 
-#include <errno.h>
-#include <spawn.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "bench_scripts.h"
-
-extern char **environ;
-
-/* gnuplot -c SCRIPT DATA BLOCKS KIND LAYERS HEADS > FIGURE, without a shell (paths may hold anything). */
-static int run_gnuplot(char *const argv[], int figure, char *err, size_t err_size)
-{
-    posix_spawn_file_actions_t io;
-    posix_spawn_file_actions_init(&io);
-    posix_spawn_file_actions_adddup2(&io, figure, STDOUT_FILENO);
-    pid_t pid;
-    int rc = posix_spawnp(&pid, "gnuplot", &io, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&io);
-    if (rc != 0) {
-        snprintf(err, err_size, "cannot run gnuplot (apt-get install gnuplot-nox): %s; the data is in %s", strerror(rc),
-                 argv[3]);
-        return -1;
-    }
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;
-    snprintf(err, err_size, "gnuplot %s failed; its data is in %s", argv[2], argv[3]);
-    return -1;
-}
 
 /* The data and the built-in rank.gp, put in place; returns the spectrum blocks or -1. */
 static int write_side_files(bench_plot_files *f, const rank_results *r, int *layers, int *heads, char *err,
@@ -63,7 +36,7 @@ int rank_plot_finish(bench_plot_files *f, const rank_results *r, char *err, size
     snprintf(nlayers, sizeof nlayers, "%d", layers);
     snprintf(nheads, sizeof nheads, "%d", heads);
     char *argv[] = {"gnuplot", "-c", script, data, nblocks, (char *)f->kind, nlayers, nheads, NULL};
-    if (rc == 0) rc = run_gnuplot(argv, output_file_fd(f->figure), err, err_size);
+    if (rc == 0) rc = bench_gnuplot(argv, output_file_fd(f->figure), err, err_size);
     if (rc == 0) rc = output_file_commit(f->figure, err, err_size);
     else output_file_abort(f->figure);
     f->figure = NULL;
