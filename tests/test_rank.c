@@ -239,8 +239,9 @@ static void measure_here(const char *model, const float *x, int batch, int n, co
     path(p, model);
     lf_context *ctx = lf_test_context();
     rank_layer layer;
-    cr_assert_eq(rank_load_exact(ctx, p, 0, &layer), LF_OK, "%s", lf_context_last_error(ctx));
-    cr_assert_eq(rank_load_sweep(&layer, p, 3, r, stderr), LF_OK);
+    const rank_source src = {p, NULL, 0};
+    cr_assert_eq(rank_load_exact(ctx, &src, 0, &layer), LF_OK, "%s", lf_context_last_error(ctx));
+    cr_assert_eq(rank_load_sweep(&layer, &src, 3, r, stderr), LF_OK);
     cr_assert_eq(rank_measure_layer(&layer, 0, x, batch, n, lengths, r, stderr, err, sizeof err), LF_OK, "%s", err);
     rank_free_layer(&layer);
     lf_context_free(ctx);
