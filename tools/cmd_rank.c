@@ -113,8 +113,10 @@ static int measure_layer(lf_context *ctx, const rank_options *o, const rank_sour
     char err[1024];
     lf_status st = rank_load_exact(ctx, src, o->heads, &layer);
     if (st == LF_OK) st = rank_load_sweep(&layer, src, o->seed, r, stderr);
-    if (st == LF_OK) st = rank_measure_layer(&layer, src->index, x, in->batch, in->n, in->lengths, r, stderr, err, sizeof err);
-    else snprintf(err, sizeof err, "%s", lf_context_last_error(ctx));
+    if (st == LF_OK)
+        st = rank_measure_layer(&layer, src->index, x, in->batch, in->n, in->lengths, r, stderr, err, sizeof err);
+    else
+        snprintf(err, sizeof err, "%s", lf_context_last_error(ctx));
     rank_free_layer(&layer);
     return st == LF_OK ? 0 : fail("%s: %s", lf_status_string(st), err);
 }
@@ -154,7 +156,8 @@ static int measure_model(lf_context *ctx, const rank_options *o, run_input *in, 
     lf_model_info info;
     const lf_model_options mo = {.heads = o->heads};
     lf_status st = lf_model_load(ctx, o->model, &mo, &model);
-    if (st != LF_OK) return fail("%s: %s", lf_status_string(st), lf_context_last_error(ctx)), st == LF_ERR_ARGUMENT ? 2 : 1;
+    if (st != LF_OK) /* a bad --heads is a usage error, as for `run` */
+        return fail("%s: %s", lf_status_string(st), lf_context_last_error(ctx)), st == LF_ERR_ARGUMENT ? 2 : 1;
     lf_model_info_get(model, &info);
     fprintf(stderr, "linformer rank: %s %s: %d layers, d_model %d, heads %d\n", info.layout,
             lf_model_kind_name(info.kind), info.layers, info.d_model, info.heads);

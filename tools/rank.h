@@ -48,7 +48,7 @@ typedef struct {
  * e.g. a causal layer with a learned or random projection). */
 typedef struct {
     lf_context *ctx;
-    int model_k; /* the file's own k */
+    int model_k; /* the layer's own k (of its E and F) */
     lf_attention *exact;
     lf_attention *at_k[RANK_MAX_K];
 } rank_layer;
