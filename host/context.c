@@ -256,6 +256,20 @@ void lf__release(cl_mem *mem)
     *mem = NULL;
 }
 
+lf_status lf__check_buffer(lf_context *ctx, cl_mem buf, size_t need, const char *what)
+{
+    if (!buf) return lf__fail(ctx, LF_ERR_ARGUMENT, "%s is NULL", what);
+    cl_context owner = NULL;
+    size_t size = 0;
+    cl_int err = clGetMemObjectInfo(buf, CL_MEM_CONTEXT, sizeof owner, &owner, NULL);
+    if (err == CL_SUCCESS) err = clGetMemObjectInfo(buf, CL_MEM_SIZE, sizeof size, &size, NULL);
+    if (err != CL_SUCCESS)
+        return lf__fail(ctx, LF_ERR_ARGUMENT, "%s is not a valid cl_mem: %s", what, lf_cl_error_string(err));
+    if (owner != ctx->cl) return lf__fail(ctx, LF_ERR_ARGUMENT, "%s belongs to another cl_context", what);
+    if (size < need) return lf__fail(ctx, LF_ERR_ARGUMENT, "%s holds %zu bytes, needs %zu", what, size, need);
+    return LF_OK;
+}
+
 lf_status lf__reserve(lf_context *ctx, cl_mem *mem, size_t *capacity, size_t bytes, const char *what)
 {
     if (*mem && *capacity >= bytes) return LF_OK;
@@ -352,4 +366,23 @@ lf_status lf__timeline_stages(lf_context *ctx, lf_timeline *t, lf_stage_time *st
     }
     *count = n;
     return LF_OK;
+}
+
+lf_status lf__last_time_ms(lf_context *ctx, lf_timeline *t, double *ms)
+{
+    if (!ms) return lf__fail(ctx, LF_ERR_ARGUMENT, "ms is NULL");
+    pthread_mutex_lock(&ctx->lock);
+    lf_status st = lf__timeline_ms(ctx, t, ms);
+    pthread_mutex_unlock(&ctx->lock);
+    return st;
+}
+
+lf_status lf__last_profile(lf_context *ctx, lf_timeline *t, lf_stage_time *stages, size_t capacity, size_t *count)
+{
+    if (!count) return lf__fail(ctx, LF_ERR_ARGUMENT, "count is NULL");
+    if (!stages && capacity) return lf__fail(ctx, LF_ERR_ARGUMENT, "stages is NULL but capacity is %zu", capacity);
+    pthread_mutex_lock(&ctx->lock);
+    lf_status st = lf__timeline_stages(ctx, t, stages, capacity, count);
+    pthread_mutex_unlock(&ctx->lock);
+    return st;
 }
