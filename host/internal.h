@@ -90,16 +90,17 @@ size_t lf__address_space_limit(void);
 /* ---- Event tracking for timings (context.c) ---- */
 /* A forward records the event of each command it enqueues, with the name of
  * its stage; lf__event() gives the slot the next enqueue fills and
- * lf__event_done() files it. Past LF_MAX_STEPS commands the last slot keeps the
- * newest, so the total stays right while the per-stage split is lost. */
-#define LF_MAX_STEPS 256
+ * lf__event_done() files it. The list grows with the forward (a deep model
+ * queues thousands of commands); only if host memory runs out does the last
+ * slot keep the newest, so the total stays right while the per-stage split is
+ * lost. lf__timeline_reset() releases the events and the list. */
 typedef struct {
     cl_event event;
     const char *name; /* a stage name, or NULL for a marker */
 } lf_step;
 typedef struct {
-    lf_step steps[LF_MAX_STEPS];
-    int count;
+    lf_step *steps;
+    int count, capacity;
     bool overflow;
     cl_event pending;
 } lf_timeline;
