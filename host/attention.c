@@ -288,20 +288,6 @@ static lf_status run_locked(lf_attention *L, cl_mem x, cl_mem y, int batch, int 
     return st;
 }
 
-static lf_status check_buffer(lf_context *ctx, cl_mem buf, size_t need, const char *what)
-{
-    if (!buf) return lf__fail(ctx, LF_ERR_ARGUMENT, "%s is NULL", what);
-    cl_context owner = NULL;
-    size_t size = 0;
-    cl_int err = clGetMemObjectInfo(buf, CL_MEM_CONTEXT, sizeof owner, &owner, NULL);
-    if (err == CL_SUCCESS) err = clGetMemObjectInfo(buf, CL_MEM_SIZE, sizeof size, &size, NULL);
-    if (err != CL_SUCCESS)
-        return lf__fail(ctx, LF_ERR_ARGUMENT, "%s is not a valid cl_mem: %s", what, lf_cl_error_string(err));
-    if (owner != ctx->cl) return lf__fail(ctx, LF_ERR_ARGUMENT, "%s belongs to another cl_context", what);
-    if (size < need) return lf__fail(ctx, LF_ERR_ARGUMENT, "%s holds %zu bytes, needs %zu", what, size, need);
-    return LF_OK;
-}
-
 lf_status lf_attention_forward_cl(lf_attention *layer, cl_mem x, cl_mem y, int batch, int n, const int32_t *lengths)
 {
     if (!layer) return LF_ERR_ARGUMENT;
@@ -309,8 +295,8 @@ lf_status lf_attention_forward_cl(lf_attention *layer, cl_mem x, cl_mem y, int b
     pthread_mutex_lock(&ctx->lock);
     lf_status st = check_forward(layer, batch, n, lengths);
     const size_t bytes = (size_t)batch * n * layer->plan.cfg.d_model * sizeof(float);
-    if (st == LF_OK) st = check_buffer(ctx, x, bytes, "x");
-    if (st == LF_OK) st = check_buffer(ctx, y, bytes, "y");
+    if (st == LF_OK) st = lf__check_buffer(ctx, x, bytes, "x");
+    if (st == LF_OK) st = lf__check_buffer(ctx, y, bytes, "y");
     if (st == LF_OK && x == y) st = lf__fail(ctx, LF_ERR_ARGUMENT, "x and y must be different buffers");
     if (st == LF_OK) st = run_locked(layer, x, y, batch, n, lengths, RUN_OUTPUT, 0);
     pthread_mutex_unlock(&ctx->lock);
@@ -366,20 +352,11 @@ lf_status lf_attention_probabilities(lf_attention *layer, const float *x, float 
 lf_status lf_attention_last_profile(lf_attention *layer, lf_stage_time *stages, size_t capacity, size_t *count)
 {
     if (!layer) return LF_ERR_ARGUMENT;
-    if (!count) return lf__fail(layer->ctx, LF_ERR_ARGUMENT, "count is NULL");
-    if (!stages && capacity) return lf__fail(layer->ctx, LF_ERR_ARGUMENT, "stages is NULL but capacity is %zu", capacity);
-    pthread_mutex_lock(&layer->ctx->lock);
-    lf_status st = lf__timeline_stages(layer->ctx, &layer->tl, stages, capacity, count);
-    pthread_mutex_unlock(&layer->ctx->lock);
-    return st;
+    return lf__last_profile(layer->ctx, &layer->tl, stages, capacity, count);
 }
 
 lf_status lf_attention_last_time_ms(lf_attention *layer, double *ms)
 {
     if (!layer) return LF_ERR_ARGUMENT;
-    if (!ms) return lf__fail(layer->ctx, LF_ERR_ARGUMENT, "ms is NULL");
-    pthread_mutex_lock(&layer->ctx->lock);
-    lf_status st = lf__timeline_ms(layer->ctx, &layer->tl, ms);
-    pthread_mutex_unlock(&layer->ctx->lock);
-    return st;
+    return lf__last_time_ms(layer->ctx, &layer->tl, ms);
 }

@@ -256,6 +256,20 @@ void lf__release(cl_mem *mem)
     *mem = NULL;
 }
 
+lf_status lf__check_buffer(lf_context *ctx, cl_mem buf, size_t need, const char *what)
+{
+    if (!buf) return lf__fail(ctx, LF_ERR_ARGUMENT, "%s is NULL", what);
+    cl_context owner = NULL;
+    size_t size = 0;
+    cl_int err = clGetMemObjectInfo(buf, CL_MEM_CONTEXT, sizeof owner, &owner, NULL);
+    if (err == CL_SUCCESS) err = clGetMemObjectInfo(buf, CL_MEM_SIZE, sizeof size, &size, NULL);
+    if (err != CL_SUCCESS)
+        return lf__fail(ctx, LF_ERR_ARGUMENT, "%s is not a valid cl_mem: %s", what, lf_cl_error_string(err));
+    if (owner != ctx->cl) return lf__fail(ctx, LF_ERR_ARGUMENT, "%s belongs to another cl_context", what);
+    if (size < need) return lf__fail(ctx, LF_ERR_ARGUMENT, "%s holds %zu bytes, needs %zu", what, size, need);
+    return LF_OK;
+}
+
 lf_status lf__reserve(lf_context *ctx, cl_mem *mem, size_t *capacity, size_t bytes, const char *what)
 {
     if (*mem && *capacity >= bytes) return LF_OK;
@@ -273,9 +287,21 @@ cl_event *lf__event(lf_timeline *t) { return t ? &t->pending : NULL; }
 void lf__event_done(lf_timeline *t, const char *name)
 {
     if (!t || !t->pending) return;
-    if (t->count == LF_MAX_STEPS) {
-        clReleaseEvent(t->steps[--t->count].event);
-        t->overflow = true;
+    if (t->count == t->capacity) {
+        const int grown = t->capacity ? 2 * t->capacity : 64;
+        lf_step *steps = realloc(t->steps, (size_t)grown * sizeof *steps);
+        if (steps) {
+            t->steps = steps;
+            t->capacity = grown;
+        } else if (t->count > 0) {
+            clReleaseEvent(t->steps[--t->count].event);
+            t->overflow = true;
+        } else { /* nowhere to keep even one event */
+            clReleaseEvent(t->pending);
+            t->pending = NULL;
+            t->overflow = true;
+            return;
+        }
     }
     t->steps[t->count++] = (lf_step){t->pending, name};
     t->pending = NULL;
@@ -285,9 +311,8 @@ void lf__timeline_reset(lf_timeline *t)
 {
     for (int i = 0; i < t->count; i++) clReleaseEvent(t->steps[i].event);
     if (t->pending) clReleaseEvent(t->pending);
-    t->count = 0;
-    t->overflow = false;
-    t->pending = NULL;
+    free(t->steps);
+    *t = (lf_timeline){0};
 }
 
 /* Start and end of one command, in ns, once the whole timeline has finished. */
@@ -324,20 +349,21 @@ lf_status lf__timeline_stages(lf_context *ctx, lf_timeline *t, lf_stage_time *st
 {
     LF_TRY(timeline_ready(ctx, t));
     if (t->overflow)
-        return lf__fail(ctx, LF_ERR_STATE, "the last forward ran more than %d commands: only its total time is kept",
-                        LF_MAX_STEPS);
+        return lf__fail(ctx, LF_ERR_OUT_OF_MEMORY,
+                        "host memory ran out while the last forward's commands were listed: only its total time is kept");
     /* The queue is in order, so a command's stage gets the time from the end of
      * the command before it to its own end: that counts the kernels CLBlast runs
      * before the one whose event it returns. Every stage is named in `names`,
      * those past `capacity` too, so *count is the real number of stages. */
-    const char *names[LF_MAX_STEPS];
+    const char **names = malloc((size_t)t->count * sizeof *names);
+    if (!names) return lf__fail(ctx, LF_ERR_OUT_OF_MEMORY, "out of host memory");
     size_t n = 0;
     cl_ulong s, e;
-    LF_TRY(step_times(ctx, t->steps[0].event, &s, &e));
-    for (int i = 0; i < t->count; i++) {
+    lf_status st = step_times(ctx, t->steps[0].event, &s, &e);
+    for (int i = 0; st == LF_OK && i < t->count; i++) {
         cl_ulong prev_end = e;
-        LF_TRY(step_times(ctx, t->steps[i].event, &s, &e));
-        if (i == 0 || !t->steps[i].name) continue;
+        st = step_times(ctx, t->steps[i].event, &s, &e);
+        if (st != LF_OK || i == 0 || !t->steps[i].name) continue;
         s = prev_end;
         size_t j = 0;
         while (j < n && strcmp(names[j], t->steps[i].name) != 0) j++;
@@ -350,6 +376,26 @@ lf_status lf__timeline_stages(lf_context *ctx, lf_timeline *t, lf_stage_time *st
             stages[j].commands++;
         }
     }
-    *count = n;
-    return LF_OK;
+    free(names);
+    if (st == LF_OK) *count = n;
+    return st;
+}
+
+lf_status lf__last_time_ms(lf_context *ctx, lf_timeline *t, double *ms)
+{
+    if (!ms) return lf__fail(ctx, LF_ERR_ARGUMENT, "ms is NULL");
+    pthread_mutex_lock(&ctx->lock);
+    lf_status st = lf__timeline_ms(ctx, t, ms);
+    pthread_mutex_unlock(&ctx->lock);
+    return st;
+}
+
+lf_status lf__last_profile(lf_context *ctx, lf_timeline *t, lf_stage_time *stages, size_t capacity, size_t *count)
+{
+    if (!count) return lf__fail(ctx, LF_ERR_ARGUMENT, "count is NULL");
+    if (!stages && capacity) return lf__fail(ctx, LF_ERR_ARGUMENT, "stages is NULL but capacity is %zu", capacity);
+    pthread_mutex_lock(&ctx->lock);
+    lf_status st = lf__timeline_stages(ctx, t, stages, capacity, count);
+    pthread_mutex_unlock(&ctx->lock);
+    return st;
 }

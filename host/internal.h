@@ -73,6 +73,9 @@ lf_status lf__alloc(lf_context *ctx, size_t bytes, const char *what, cl_mem *out
 lf_status lf__upload(lf_context *ctx, cl_mem dst, size_t offset, const void *src, size_t bytes);
 lf_status lf__download(lf_context *ctx, cl_mem src, size_t offset, void *dst, size_t bytes);
 void lf__release(cl_mem *mem);
+/* A caller's cl_mem: not NULL, valid, of this context and of at least `need`
+ * bytes; `what` names it in the message. */
+lf_status lf__check_buffer(lf_context *ctx, cl_mem buf, size_t need, const char *what);
 /* Grows *mem to hold at least `bytes` (contents are not kept). */
 lf_status lf__reserve(lf_context *ctx, cl_mem *mem, size_t *capacity, size_t bytes,
                       const char *what);
@@ -87,16 +90,17 @@ size_t lf__address_space_limit(void);
 /* ---- Event tracking for timings (context.c) ---- */
 /* A forward records the event of each command it enqueues, with the name of
  * its stage; lf__event() gives the slot the next enqueue fills and
- * lf__event_done() files it. Past LF_MAX_STEPS commands the last slot keeps the
- * newest, so the total stays right while the per-stage split is lost. */
-#define LF_MAX_STEPS 256
+ * lf__event_done() files it. The list grows with the forward (a deep model
+ * queues thousands of commands); only if host memory runs out does the last
+ * slot keep the newest, so the total stays right while the per-stage split is
+ * lost. lf__timeline_reset() releases the events and the list. */
 typedef struct {
     cl_event event;
     const char *name; /* a stage name, or NULL for a marker */
 } lf_step;
 typedef struct {
-    lf_step steps[LF_MAX_STEPS];
-    int count;
+    lf_step *steps;
+    int count, capacity;
     bool overflow;
     cl_event pending;
 } lf_timeline;
@@ -106,6 +110,10 @@ void lf__timeline_reset(lf_timeline *t);
 lf_status lf__timeline_ms(lf_context *ctx, lf_timeline *t, double *ms);
 lf_status lf__timeline_stages(lf_context *ctx, lf_timeline *t, lf_stage_time *stages, size_t capacity,
                               size_t *count);
+/* The public last-time and last-profile reads of a layer or a model: the
+ * caller's arguments checked, the timeline read under the context's lock. */
+lf_status lf__last_time_ms(lf_context *ctx, lf_timeline *t, double *ms);
+lf_status lf__last_profile(lf_context *ctx, lf_timeline *t, lf_stage_time *stages, size_t capacity, size_t *count);
 
 /* ---- Kernels (program.c) ---- */
 /* Returns a kernel of `file` (a cl/ source) built with `options`; built once

@@ -389,20 +389,11 @@ lf_status lf_model_device_bytes(const lf_model *model, size_t *weights, size_t *
 lf_status lf_model_last_profile(lf_model *model, lf_stage_time *stages, size_t capacity, size_t *count)
 {
     if (!model) return LF_ERR_ARGUMENT;
-    if (!count) return lf__fail(model->ctx, LF_ERR_ARGUMENT, "count is NULL");
-    if (!stages && capacity) return lf__fail(model->ctx, LF_ERR_ARGUMENT, "stages is NULL but capacity is %zu", capacity);
-    pthread_mutex_lock(&model->ctx->lock);
-    lf_status st = lf__timeline_stages(model->ctx, &model->tl, stages, capacity, count);
-    pthread_mutex_unlock(&model->ctx->lock);
-    return st;
+    return lf__last_profile(model->ctx, &model->tl, stages, capacity, count);
 }
 
 lf_status lf_model_last_time_ms(lf_model *model, double *ms)
 {
     if (!model) return LF_ERR_ARGUMENT;
-    if (!ms) return lf__fail(model->ctx, LF_ERR_ARGUMENT, "ms is NULL");
-    pthread_mutex_lock(&model->ctx->lock);
-    lf_status st = lf__timeline_ms(model->ctx, &model->tl, ms);
-    pthread_mutex_unlock(&model->ctx->lock);
-    return st;
+    return lf__last_time_ms(model->ctx, &model->tl, ms);
 }

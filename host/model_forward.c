@@ -254,20 +254,6 @@ lf_status lf_model_layer_input(lf_model *model, int layer, const float *x, const
     return forward_host(model, x, tokens, out, "out", batch, n, lengths, layer);
 }
 
-static lf_status check_buffer(lf_context *ctx, cl_mem buf, size_t need, const char *what)
-{
-    if (!buf) return lf__fail(ctx, LF_ERR_ARGUMENT, "%s is NULL", what);
-    cl_context owner = NULL;
-    size_t size = 0;
-    cl_int err = clGetMemObjectInfo(buf, CL_MEM_CONTEXT, sizeof owner, &owner, NULL);
-    if (err == CL_SUCCESS) err = clGetMemObjectInfo(buf, CL_MEM_SIZE, sizeof size, &size, NULL);
-    if (err != CL_SUCCESS)
-        return lf__fail(ctx, LF_ERR_ARGUMENT, "%s is not a valid cl_mem: %s", what, lf_cl_error_string(err));
-    if (owner != ctx->cl) return lf__fail(ctx, LF_ERR_ARGUMENT, "%s belongs to another cl_context", what);
-    if (size < need) return lf__fail(ctx, LF_ERR_ARGUMENT, "%s holds %zu bytes, needs %zu", what, size, need);
-    return LF_OK;
-}
-
 /* Token ids in a device buffer are read back and checked: the embedding
  * kernel indexes with them. */
 static lf_status check_device_tokens(lf_model *m, cl_mem in, int batch, int n, const int32_t *lengths)
@@ -286,8 +272,8 @@ lf_status lf_model_forward_cl(lf_model *model, cl_mem in, cl_mem y, int batch, i
     lf_model *m = model;
     pthread_mutex_lock(&m->ctx->lock);
     lf_status st = check_forward(m, batch, n, lengths);
-    if (st == LF_OK) st = check_buffer(m->ctx, in, in_bytes(m, batch, n), "in");
-    if (st == LF_OK) st = check_buffer(m->ctx, y, out_bytes(m, batch, n, m->cfg.info.layers), "y");
+    if (st == LF_OK) st = lf__check_buffer(m->ctx, in, in_bytes(m, batch, n), "in");
+    if (st == LF_OK) st = lf__check_buffer(m->ctx, y, out_bytes(m, batch, n, m->cfg.info.layers), "y");
     if (st == LF_OK && in == y) st = lf__fail(m->ctx, LF_ERR_ARGUMENT, "in and y must be different buffers");
     if (st == LF_OK && m->cfg.info.kind != LF_MODEL_ENCODER) st = check_device_tokens(m, in, batch, n, lengths);
     if (st == LF_OK) st = run(m, in, y, batch, n, lengths, m->cfg.info.layers);

@@ -477,9 +477,76 @@ Test(arguments, load)
     good_forward();
 }
 
+/* A failed load: one of the statuses a bad file may give, *out cleared, a message. */
+static bool load_failed_cleanly(lf_status st, const void *out, const char *path)
+{
+    if (st == LF_OK) return false;
+    cr_expect_null(out, "%s: *out set after failing", path);
+    cr_expect(st == LF_ERR_FORMAT || st == LF_ERR_ARGUMENT || st == LF_ERR_OUT_OF_MEMORY || st == LF_ERR_UNSUPPORTED,
+              "%s: unexpected %s (%s)", path, lf_status_string(st), lf_context_last_error(ctx));
+    cr_expect_neq(lf_context_last_error(ctx)[0], 0, "%s: failed without a message", path);
+    return true;
+}
+
+/* A forward that ran wrote every element of y. */
+static void expect_written(lf_status st, const float *y, size_t count, const char *path)
+{
+    cr_expect(st == LF_OK || st == LF_ERR_UNSUPPORTED, "%s: forward: %s", path, lf_context_last_error(ctx));
+    if (st == LF_OK)
+        for (size_t i = 0; i < count; i++) cr_expect_neq(y[i], LF_POISON, "%s: y[%zu] not written", path, i);
+}
+
+/* The file as an attention layer, in each mode: loads and runs, or fails cleanly. */
+static void load_as_layer(const char *path)
+{
+    for (int m = LF_MODE_LINFORMER; m <= LF_MODE_FLASH; m++) {
+        lf_attention *layer = BOGUS;
+        clear_error(ctx);
+        lf_status st = lf_attention_load(ctx, path, 0, (lf_mode)m, &layer);
+        if (load_failed_cleanly(st, layer, path)) continue;
+        lf_attention_config c;
+        cr_assert_eq(lf_attention_config_get(layer, &c), LF_OK);
+        const int n = c.max_seq_len < 5 ? c.max_seq_len : 5;
+        float *x = calloc((size_t)n * c.d_model, sizeof *x), *y = malloc((size_t)n * c.d_model * sizeof *y);
+        uint64_t rng = lf_test_seed();
+        lf_test_fill(x, (size_t)n * c.d_model, &rng, -1, 1);
+        lf_test_poison(y, (size_t)n * c.d_model);
+        expect_written(lf_attention_forward(layer, x, y, 1, n, NULL), y, (size_t)n * c.d_model, path);
+        free(x), free(y);
+        lf_attention_free(layer);
+    }
+}
+
+/* The file as a whole model: loads and runs one short sequence (true), or
+ * fails cleanly (false). */
+static bool load_as_model(const char *path)
+{
+    lf_model *model = BOGUS;
+    clear_error(ctx);
+    lf_status st = lf_model_load(ctx, path, NULL, &model);
+    if (load_failed_cleanly(st, model, path)) return false;
+    lf_model_info info;
+    cr_assert_eq(lf_model_info_get(model, &info), LF_OK);
+    const int n = info.max_seq_len < 5 ? info.max_seq_len : 5;
+    const size_t width = (size_t)(info.kind == LF_MODEL_LM ? info.vocab : info.d_model);
+    float *x = malloc((size_t)n * info.d_model * sizeof *x), *y = malloc((size_t)n * width * sizeof *y);
+    int64_t tokens[5];
+    uint64_t rng = lf_test_seed();
+    lf_test_fill(x, (size_t)n * info.d_model, &rng, -1, 1);
+    for (int i = 0; i < n; i++) tokens[i] = info.vocab ? (int64_t)(lf__rand_next(&rng) % (uint64_t)info.vocab) : 0;
+    lf_test_poison(y, (size_t)n * width);
+    const bool token_input = info.kind != LF_MODEL_ENCODER;
+    st = lf_model_forward(model, token_input ? NULL : x, token_input ? tokens : NULL, y, 1, n, NULL);
+    expect_written(st, y, (size_t)n * width, path);
+    free(x), free(y);
+    lf_model_free(model);
+    return true;
+}
+
 /* Every input the fuzzers found a problem with stays in tests/fuzz/regressions/;
- * it and the seeds must load (and run) or fail with a message, never crash. */
-static void load_folder(const char *sub, int *files)
+ * it and the seeds must load (and run) or fail with a message, never crash,
+ * as a layer and as a whole model. */
+static void load_folder(const char *sub, int *files, int *models)
 {
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/tests/fuzz/%s", LF_SOURCE_DIR, sub);
@@ -494,44 +561,21 @@ static void load_folder(const char *sub, int *files)
         lf_st_file f;
         char msg[512];
         if (lf_st_open(path, &f, msg, sizeof msg) == LF_OK) lf_st_close(&f);
-        for (int m = LF_MODE_LINFORMER; m <= LF_MODE_FLASH; m++) {
-            lf_attention *layer = BOGUS;
-            clear_error(ctx);
-            lf_status st = lf_attention_load(ctx, path, 0, (lf_mode)m, &layer);
-            if (st != LF_OK) {
-                cr_expect_null(layer, "%s: *out set after failing", path);
-                cr_expect(st == LF_ERR_FORMAT || st == LF_ERR_ARGUMENT || st == LF_ERR_OUT_OF_MEMORY ||
-                              st == LF_ERR_UNSUPPORTED,
-                          "%s: unexpected %s (%s)", path, lf_status_string(st), lf_context_last_error(ctx));
-                cr_expect_neq(lf_context_last_error(ctx)[0], 0, "%s: failed without a message", path);
-                continue;
-            }
-            lf_attention_config c;
-            cr_assert_eq(lf_attention_config_get(layer, &c), LF_OK);
-            const int n = c.max_seq_len < 5 ? c.max_seq_len : 5;
-            float *x = calloc((size_t)n * c.d_model, sizeof *x), *y = malloc((size_t)n * c.d_model * sizeof *y);
-            uint64_t rng = lf_test_seed();
-            lf_test_fill(x, (size_t)n * c.d_model, &rng, -1, 1);
-            lf_test_poison(y, (size_t)n * c.d_model);
-            st = lf_attention_forward(layer, x, y, 1, n, NULL);
-            cr_expect(st == LF_OK || st == LF_ERR_UNSUPPORTED, "%s: forward: %s", path, lf_context_last_error(ctx));
-            if (st == LF_OK)
-                for (size_t i = 0; i < (size_t)n * c.d_model; i++)
-                    cr_expect_neq(y[i], LF_POISON, "%s: y[%zu] not written", path, i);
-            free(x), free(y);
-            lf_attention_free(layer);
-        }
+        load_as_layer(path);
+        *models += load_as_model(path);
     }
     closedir(d);
 }
 
 Test(arguments, fuzz_regressions_and_seeds_load_or_fail_cleanly)
 {
-    int files = 0;
-    load_folder("regressions", &files);
-    load_folder("corpus_loader", &files);
-    load_folder("corpus_safetensors", &files);
+    int files = 0, models = 0;
+    load_folder("regressions", &files, &models);
+    load_folder("corpus_loader", &files, &models);
+    load_folder("corpus_safetensors", &files, &models);
+    load_folder("corpus_model", &files, &models);
     cr_expect_gt(files, 10, "only %d files found", files);
+    cr_expect_geq(models, 5, "only %d files loaded as models", models);
     good_forward();
 }
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Writes the seed files of fuzz_safetensors into corpus_safetensors/ and
-those of fuzz_loader into corpus_loader/.
+"""Writes the seed files of fuzz_safetensors into corpus_safetensors/, those
+of fuzz_loader into corpus_loader/ and those of fuzz_model into corpus_model/.
 
 A few small valid files (every dtype, metadata, a scalar, an empty tensor;
-attention layers in lucidrains' names in each variant the loader infers) and
+attention layers in lucidrains' names in each variant the loader infers;
+tiny whole models in lucidrains' and fairseq's names) and
 invalid ones one change away from valid, so the fuzzer starts near both edges.
 Standard library only: python3 tests/fuzz/make_corpus.py
 """
@@ -14,6 +15,7 @@ import struct
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "corpus_safetensors")
 OUT_LOADER = os.path.join(HERE, "corpus_loader")
+OUT_MODEL = os.path.join(HERE, "corpus_model")
 
 
 def safetensors(header, data, header_len=None):
@@ -80,8 +82,7 @@ def main():
 
 def layer(d=8, heads=2, dh=4, kv_heads=2, n=6, k=3, share_kv=False, biases=True,
           dtype="F32", meta=True, drop=(), extra=None, reshape=None):
-    """An attention layer in LinformerSelfAttention's state-dict names.
-    Values are a deterministic ramp; the fuzzer only needs the structure."""
+    """An attention layer in LinformerSelfAttention's state-dict names."""
     q, kv = heads * dh, kv_heads * dh
     shapes = {"to_q.weight": [q, d], "to_k.weight": [kv, d], "proj_k": [n, k],
               "to_out.weight": [d, q], "to_out.bias": [d]}
@@ -99,10 +100,15 @@ def layer(d=8, heads=2, dh=4, kv_heads=2, n=6, k=3, share_kv=False, biases=True,
         shapes.update(reshape)
     for name in drop:
         shapes.pop(name, None)
-    width = {"F32": 4, "F16": 2, "BF16": 2, "F64": 8}[dtype]
+    return tensors(shapes, dtype, {"heads": str(heads), "format": "pt"} if meta else None)
+
+
+def tensors(shapes, dtype="F32", metadata=None):
+    """A safetensors file of the given names and shapes, in sorted order.
+    Values are a deterministic ramp; the fuzzer only needs the structure."""
     header, data = {}, b""
-    if meta:
-        header["__metadata__"] = {"heads": str(heads), "format": "pt"}
+    if metadata:
+        header["__metadata__"] = metadata
     for name in sorted(shapes):
         count = 1
         for s in shapes[name]:
@@ -119,6 +125,61 @@ def layer(d=8, heads=2, dh=4, kv_heads=2, n=6, k=3, share_kv=False, biases=True,
         header[name] = entry(dtype, shapes[name], len(data), len(data) + len(blob))
         data += blob
     return safetensors(header, data)
+
+
+def lucid_model(layers=1, d=4, ff=8, n=4, k=2, vocab=0, glu=False, drop=(), reshape=None,
+                heads="1", dtype="F16", skip=()):
+    """A lucidrains Linformer (vocab 0) or LinformerLM stack, tiny, so that a
+    seed stays under the fuzzer's -max_len."""
+    stem = "linformer.net.layers." if vocab else "net.layers."
+    shapes = {}
+    for i in (i for i in range(layers) if i not in skip):
+        a, f = "%s%d.0." % (stem, i), "%s%d.1." % (stem, i)
+        for w in ("to_q", "to_k", "to_v", "to_out"):
+            shapes[a + "fn.%s.weight" % w] = [d, d]
+        shapes[a + "fn.to_out.bias"] = [d]
+        shapes[a + "fn.proj_k"] = [n, k]
+        shapes[a + "fn.proj_v"] = [n, k]
+        for x in (a, f):
+            shapes[x + "norm.weight"] = [d]
+            shapes[x + "norm.bias"] = [d]
+        shapes[f + "fn.w1.weight"] = [2 * ff if glu else ff, d]
+        shapes[f + "fn.w1.bias"] = [2 * ff if glu else ff]
+        shapes[f + "fn.w2.weight"] = [d, ff]
+        shapes[f + "fn.w2.bias"] = [d]
+    if vocab:
+        shapes.update({"token_emb.weight": [vocab, d], "pos_emb.weight": [n, d],
+                       "to_logits.weight": [vocab, d], "to_logits.bias": [vocab]})
+    shapes.update(reshape or {})
+    for name in drop:
+        shapes.pop(name, None)
+    return tensors(shapes, dtype, {"heads": heads, "format": "pt"})
+
+
+def fairseq_model(layers=1, d=4, ff=8, n=4, k=2, vocab=6, shared=True):
+    """fairseq's Linformer sentence encoder: post-norm, token input, one
+    compress_layer for every layer (or compress_k/compress_v per layer)."""
+    stem = "encoder.sentence_encoder."
+    shapes = {stem + "embed_tokens.weight": [vocab, d], stem + "embed_positions.weight": [n + 2, d],
+              stem + "emb_layer_norm.weight": [d], stem + "emb_layer_norm.bias": [d]}
+    if shared:
+        shapes[stem + "compress_layer.weight"] = [k, n]
+    for i in range(layers):
+        a = "%slayers.%d." % (stem, i)
+        for w in ("q_proj", "k_proj", "v_proj", "out_proj"):
+            shapes[a + "self_attn.%s.weight" % w] = [d, d]
+            shapes[a + "self_attn.%s.bias" % w] = [d]
+        if not shared:
+            shapes[a + "self_attn.compress_k.weight"] = [k, n]
+            shapes[a + "self_attn.compress_v.weight"] = [k, n]
+        for x in ("self_attn_layer_norm", "final_layer_norm"):
+            shapes[a + x + ".weight"] = [d]
+            shapes[a + x + ".bias"] = [d]
+        shapes[a + "fc1.weight"] = [ff, d]
+        shapes[a + "fc1.bias"] = [ff]
+        shapes[a + "fc2.weight"] = [d, ff]
+        shapes[a + "fc2.bias"] = [d]
+    return tensors(shapes, "F16", {"heads": "2", "padding_idx": "1"})
 
 
 def loader_seeds():
@@ -139,6 +200,20 @@ def loader_seeds():
     }
 
 
+def model_seeds():
+    return {
+        "valid_encoder.safetensors": lucid_model(),
+        "valid_encoder_glu_two_layers.safetensors": lucid_model(layers=2, glu=True, heads="2"),
+        "valid_lm.safetensors": lucid_model(vocab=5),
+        "valid_fairseq_shared.safetensors": fairseq_model(),
+        "valid_fairseq_per_layer.safetensors": fairseq_model(shared=False),
+        "bad_missing_w2.safetensors": lucid_model(drop=("net.layers.0.1.fn.w2.weight",)),
+        "bad_norm_shape.safetensors": lucid_model(reshape={"net.layers.0.0.norm.weight": [3]}),
+        "bad_heads.safetensors": lucid_model(heads="3"),
+        "bad_layer_gap.safetensors": lucid_model(layers=3, skip=(1,)),
+    }
+
+
 def write(folder, seeds):
     os.makedirs(folder, exist_ok=True)
     for name, blob in seeds.items():
@@ -149,3 +224,4 @@ def write(folder, seeds):
 if __name__ == "__main__":
     main()
     write(OUT_LOADER, loader_seeds())
+    write(OUT_MODEL, model_seeds())
