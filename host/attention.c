@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention.h"
 #include "projection.h"
 #include "stages.h"
 
@@ -189,6 +190,18 @@ lf_status lf_attention_set_weight(lf_attention *layer, const char *name, const f
     if (st == LF_OK) layer->set[id] = true;
     pthread_mutex_unlock(&ctx->lock);
     return st;
+}
+
+const lf_plan *lf__attention_plan(const lf_attention *layer) { return &layer->plan; }
+
+lf_status lf__attention_copy_weight(lf_attention *layer, lf_weight_id id, cl_mem from, size_t offset)
+{
+    const lf_weight_slot *s = &layer->plan.weights[id];
+    LF_CL_CHECK(layer->ctx, clEnqueueCopyBuffer(layer->ctx->queue, from, layer->w.buf[s->buf], offset * sizeof(float),
+                                                s->offset * sizeof(float), s->count * sizeof(float), 0, NULL, NULL),
+                "clEnqueueCopyBuffer(weights)");
+    layer->set[id] = true;
+    return LF_OK;
 }
 
 lf_status lf_attention_weight_info(const lf_attention *layer, int index, lf_weight_info *info)

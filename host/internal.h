@@ -154,6 +154,11 @@ lf_status lf__gemm_rate(lf_context *ctx, size_t m, size_t n, size_t k, int repea
 /* Applies this device's stored parameters, if any; a bad entry is ignored. */
 void lf__tune_apply(lf_context *ctx);
 
+/* ---- Load options (loader.c) ---- */
+/* LF_ERR_ARGUMENT naming the first field of lf_load_options out of range, or a
+ * k given with the learned projections. */
+lf_status lf__load_options_check(lf_context *ctx, const lf_load_options *o);
+
 /* ---- Random numbers (random.c): splitmix64, reproducible everywhere ---- */
 uint64_t lf__rand_next(uint64_t *state);
 double lf__rand_uniform(uint64_t *state); /* [0, 1) */

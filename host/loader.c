@@ -185,7 +185,7 @@ void lf_load_options_init(lf_load_options *opts)
                                         .projection = LF_PROJ_LEARNED};
 }
 
-static lf_status check_options(lf_context *ctx, const lf_load_options *o)
+lf_status lf__load_options_check(lf_context *ctx, const lf_load_options *o)
 {
     if (o->heads < 0) return lf__fail(ctx, LF_ERR_ARGUMENT, "heads must be 0 (from the file) or positive, got %d", o->heads);
     if (o->mode < LF_MODE_LINFORMER || o->mode > LF_MODE_FLASH)
@@ -212,7 +212,7 @@ lf_status lf_attention_load_with(lf_context *ctx, const char *path, const lf_loa
     lf_load_options o;
     lf_load_options_init(&o);
     if (opts) o = *opts;
-    LF_TRY(check_options(ctx, &o));
+    LF_TRY(lf__load_options_check(ctx, &o));
     lf_st_file f;
     char msg[1024];
     lf_status st = lf_st_open(path, &f, msg, sizeof msg);

@@ -7,7 +7,8 @@
  *                         X = LN2(X + A)
  *   [-> LayerNorm] -> y = X, or logits = X Wh^T + bh; rows past each length 0.
  * Every layer's attention runs in the model's one workspace; the lengths are
- * uploaded once for all of them.
+ * uploaded once for all of them. A forward may instead stop where layer i's
+ * attention reads its input (lf_model_layer_input, for measuring that layer).
  */
 #include <stdlib.h>
 
@@ -59,17 +60,25 @@ static lf_status attention(const lf_run *r, const lf_model_layer *L, cl_mem in, 
     return lf__attention_pass(&p, in, out);
 }
 
+/* What the layer's attention reads: LN1(X) in H (pre-norm), or X itself (post-norm). */
+static lf_status attention_input(const lf_run *r, const lf_model_layer *L, cl_mem *in)
+{
+    *in = act(r, LF_A_X);
+    if (r->m->cfg.info.norm != LF_NORM_PRE) return LF_OK;
+    *in = act(r, LF_A_H);
+    return layernorm(r, act(r, LF_A_X), NULL, *in, L->t[LF_L_LN1_G], L->t[LF_L_LN1_B], false);
+}
+
 static lf_status layer_forward(const lf_run *r, const lf_model_layer *L)
 {
-    cl_mem X = act(r, LF_A_X), H = act(r, LF_A_H), A = act(r, LF_A_A);
+    cl_mem X = act(r, LF_A_X), H = act(r, LF_A_H), A = act(r, LF_A_A), in;
     const cl_mem *t = L->t;
+    LF_TRY(attention_input(r, L, &in));
+    LF_TRY(attention(r, L, in, A));
     if (r->m->cfg.info.norm == LF_NORM_PRE) {
-        LF_TRY(layernorm(r, X, NULL, H, t[LF_L_LN1_G], t[LF_L_LN1_B], false));
-        LF_TRY(attention(r, L, H, A));
         LF_TRY(layernorm(r, X, A, H, t[LF_L_LN2_G], t[LF_L_LN2_B], true));
         return feed_forward(r, L, H, X, 1.0f);
     }
-    LF_TRY(attention(r, L, X, A));
     LF_TRY(layernorm(r, X, A, X, t[LF_L_LN1_G], t[LF_L_LN1_B], false));
     LF_TRY(feed_forward(r, L, X, A, 0.0f));
     return layernorm(r, X, A, X, t[LF_L_LN2_G], t[LF_L_LN2_B], false);
@@ -122,6 +131,18 @@ static lf_status output(const lf_run *r, cl_mem y)
     return lm ? LF_OK : copy(r, X, y, r->rows * D * sizeof(float), "copy");
 }
 
+/* out = layer L's attention input; rows past each length 0. */
+static lf_status layer_input(const lf_run *r, const lf_model_layer *L, cl_mem out)
+{
+    const int D = r->m->cfg.info.d_model;
+    cl_mem in;
+    LF_TRY(attention_input(r, L, &in));
+    LF_TRY(copy(r, in, out, r->rows * D * sizeof(float), "copy"));
+    const lf_bias_rows_args b = {.y = out, .ld = D, .cols = D, .rows = (int)r->rows,
+                                 .lengths = r->m->ws.buf[LF_WS_LENGTHS], .rows_per_seq = r->n, .mask = true};
+    return lf__launch_bias_rows(r->m->ctx, &b, &r->m->tl);
+}
+
 /* Grows the activations to this batch x n and puts the lengths on the device. */
 static lf_status prepare(const lf_run *r)
 {
@@ -138,7 +159,9 @@ static lf_status prepare(const lf_run *r)
     return lf__upload(m->ctx, m->ws.buf[LF_WS_LENGTHS], 0, r->lengths, lens);
 }
 
-static lf_status run(lf_model *m, cl_mem in, cl_mem y, int batch, int n, const int32_t *lengths)
+/* The forward into y; with stop < layers, it ends at layer `stop` and y is
+ * that layer's attention input [batch, n, d_model]. */
+static lf_status run(lf_model *m, cl_mem in, cl_mem y, int batch, int n, const int32_t *lengths, int stop)
 {
     int32_t *lens = malloc(batch * sizeof *lens);
     if (!lens) return lf__fail(m->ctx, LF_ERR_OUT_OF_MEMORY, "out of host memory for lengths");
@@ -152,8 +175,8 @@ static lf_status run(lf_model *m, cl_mem in, cl_mem y, int batch, int n, const i
     lf__event_done(&m->tl, NULL);
     if (st == LF_OK) st = prepare(&r);
     if (st == LF_OK) st = input(&r, in);
-    for (int i = 0; st == LF_OK && i < m->cfg.info.layers; i++) st = layer_forward(&r, &m->layer[i]);
-    if (st == LF_OK) st = output(&r, y);
+    for (int i = 0; st == LF_OK && i < stop; i++) st = layer_forward(&r, &m->layer[i]);
+    if (st == LF_OK) st = stop < m->cfg.info.layers ? layer_input(&r, &m->layer[stop], y) : output(&r, y);
     free(lens);
     return st;
 }
@@ -184,33 +207,51 @@ static size_t in_bytes(const lf_model *m, int batch, int n)
     return (size_t)batch * n * (m->cfg.info.kind == LF_MODEL_ENCODER ? m->cfg.info.d_model * sizeof(float) : sizeof(int64_t));
 }
 
-static size_t out_bytes(const lf_model *m, int batch, int n)
+/* Bytes of what a run up to `stop` gives: y or logits, or a layer's input. */
+static size_t out_bytes(const lf_model *m, int batch, int n, int stop)
 {
     const lf_model_info *i = &m->cfg.info;
-    return (size_t)batch * n * (i->kind == LF_MODEL_LM ? i->vocab : i->d_model) * sizeof(float);
+    const bool logits = i->kind == LF_MODEL_LM && stop == i->layers;
+    return (size_t)batch * n * (logits ? i->vocab : i->d_model) * sizeof(float);
+}
+
+/* A forward on host arrays up to `stop` (layers = the whole model); `out`
+ * names the output in messages. */
+static lf_status forward_host(lf_model *m, const float *x, const int64_t *tokens, float *y, const char *out,
+                              int batch, int n, const int32_t *lengths, int stop)
+{
+    const bool want_x = m->cfg.info.kind == LF_MODEL_ENCODER;
+    if (want_x ? !x || tokens : !tokens || x)
+        return lf__fail(m->ctx, LF_ERR_ARGUMENT, "this %s takes %s (and the other NULL)",
+                        lf_model_kind_name(m->cfg.info.kind), want_x ? "x" : "tokens");
+    if (!y) return lf__fail(m->ctx, LF_ERR_ARGUMENT, "%s is NULL", out);
+    pthread_mutex_lock(&m->ctx->lock);
+    lf_status st = check_forward(m, batch, n, lengths);
+    if (st == LF_OK && !want_x) st = check_tokens(m, tokens, batch, n, lengths);
+    const size_t ib = in_bytes(m, batch, n), ob = out_bytes(m, batch, n, stop);
+    if (st == LF_OK) st = lf__reserve(m->ctx, &m->act[LF_A_IN], &m->act_cap[LF_A_IN], ib, "input");
+    if (st == LF_OK) st = lf__reserve(m->ctx, &m->act[LF_A_OUT], &m->act_cap[LF_A_OUT], ob, "output");
+    if (st == LF_OK) st = lf__upload(m->ctx, m->act[LF_A_IN], 0, want_x ? (const void *)x : (const void *)tokens, ib);
+    if (st == LF_OK) st = run(m, m->act[LF_A_IN], m->act[LF_A_OUT], batch, n, lengths, stop);
+    if (st == LF_OK) st = lf__download(m->ctx, m->act[LF_A_OUT], 0, y, ob);
+    pthread_mutex_unlock(&m->ctx->lock);
+    return st;
 }
 
 lf_status lf_model_forward(lf_model *model, const float *x, const int64_t *tokens, float *y, int batch, int n,
                            const int32_t *lengths)
 {
     if (!model) return LF_ERR_ARGUMENT;
-    lf_model *m = model;
-    const bool want_x = m->cfg.info.kind == LF_MODEL_ENCODER;
-    if (want_x ? !x || tokens : !tokens || x)
-        return lf__fail(m->ctx, LF_ERR_ARGUMENT, "this %s takes %s (and the other NULL)",
-                        lf_model_kind_name(m->cfg.info.kind), want_x ? "x" : "tokens");
-    if (!y) return lf__fail(m->ctx, LF_ERR_ARGUMENT, "y is NULL");
-    pthread_mutex_lock(&m->ctx->lock);
-    lf_status st = check_forward(m, batch, n, lengths);
-    if (st == LF_OK && !want_x) st = check_tokens(m, tokens, batch, n, lengths);
-    const size_t ib = in_bytes(m, batch, n), ob = out_bytes(m, batch, n);
-    if (st == LF_OK) st = lf__reserve(m->ctx, &m->act[LF_A_IN], &m->act_cap[LF_A_IN], ib, "input");
-    if (st == LF_OK) st = lf__reserve(m->ctx, &m->act[LF_A_OUT], &m->act_cap[LF_A_OUT], ob, "output");
-    if (st == LF_OK) st = lf__upload(m->ctx, m->act[LF_A_IN], 0, want_x ? (const void *)x : (const void *)tokens, ib);
-    if (st == LF_OK) st = run(m, m->act[LF_A_IN], m->act[LF_A_OUT], batch, n, lengths);
-    if (st == LF_OK) st = lf__download(m->ctx, m->act[LF_A_OUT], 0, y, ob);
-    pthread_mutex_unlock(&m->ctx->lock);
-    return st;
+    return forward_host(model, x, tokens, y, "y", batch, n, lengths, model->cfg.info.layers);
+}
+
+lf_status lf_model_layer_input(lf_model *model, int layer, const float *x, const int64_t *tokens, float *out,
+                               int batch, int n, const int32_t *lengths)
+{
+    if (!model) return LF_ERR_ARGUMENT;
+    if (layer < 0 || layer >= model->cfg.info.layers)
+        return lf__fail(model->ctx, LF_ERR_ARGUMENT, "layer %d is outside [0, %d)", layer, model->cfg.info.layers);
+    return forward_host(model, x, tokens, out, "out", batch, n, lengths, layer);
 }
 
 /* Token ids in a device buffer are read back and checked: the embedding
@@ -232,10 +273,10 @@ lf_status lf_model_forward_cl(lf_model *model, cl_mem in, cl_mem y, int batch, i
     pthread_mutex_lock(&m->ctx->lock);
     lf_status st = check_forward(m, batch, n, lengths);
     if (st == LF_OK) st = lf__check_buffer(m->ctx, in, in_bytes(m, batch, n), "in");
-    if (st == LF_OK) st = lf__check_buffer(m->ctx, y, out_bytes(m, batch, n), "y");
+    if (st == LF_OK) st = lf__check_buffer(m->ctx, y, out_bytes(m, batch, n, m->cfg.info.layers), "y");
     if (st == LF_OK && in == y) st = lf__fail(m->ctx, LF_ERR_ARGUMENT, "in and y must be different buffers");
     if (st == LF_OK && m->cfg.info.kind != LF_MODEL_ENCODER) st = check_device_tokens(m, in, batch, n, lengths);
-    if (st == LF_OK) st = run(m, in, y, batch, n, lengths);
+    if (st == LF_OK) st = run(m, in, y, batch, n, lengths, m->cfg.info.layers);
     pthread_mutex_unlock(&m->ctx->lock);
     return st;
 }

@@ -655,6 +655,31 @@ LF_API lf_status lf_model_forward(lf_model *model, const float *x, const int64_t
 LF_API lf_status lf_model_forward_cl(lf_model *model, cl_mem in, cl_mem y, int batch, int n,
                                      const int32_t *lengths);
 
+/*
+ * For measuring one layer of a model (`linformer rank`):
+ * lf_model_layer_input: out [batch, n, d_model] = what layer `layer` (0 to
+ *   layers - 1) reads in the forward: the input of its q/k/v projections,
+ *   LN1(x) for a pre-norm model, the residual stream x for a post-norm one.
+ *   The layers before it run as in lf_model_forward, which then stops. x,
+ *   tokens, batch, n and lengths as for lf_model_forward; rows past a length
+ *   are 0. One upload and one download.
+ * lf_model_layer_attention: that layer as an attention layer of its own, its
+ *   weights copied on the device (free it with lf_attention_free; it holds
+ *   the context, not the model). opts (NULL = the defaults) as for
+ *   lf_attention_load_with, the layer taking the file's place: heads 0 or the
+ *   layer's, causal -1 or the layer's; mode dense or flash for the exact
+ *   attention of the same q, k, v and output weights; Linformer with
+ *   LF_PROJ_LEARNED and k 0 keeps the layer's own E and F (a model's one
+ *   layerwise E = F becomes the layer's own, LF_SHARE_KV); LF_PROJ_RANDOM
+ *   (from seed), LF_PROJ_MEAN_POOL or LF_PROJ_MAX_POOL replace them, at k
+ *   (0 = the layer's). A layer outside [0, layers) or an option out of range
+ *   is LF_ERR_ARGUMENT; a model with a weight never set, LF_ERR_STATE.
+ */
+LF_API lf_status lf_model_layer_input(lf_model *model, int layer, const float *x, const int64_t *tokens, float *out,
+                                      int batch, int n, const int32_t *lengths);
+LF_API lf_status lf_model_layer_attention(lf_model *model, int layer, const lf_load_options *opts,
+                                          lf_attention **out);
+
 /* Device bytes held now: weights of every layer, embeddings and head included,
  * and the workspace (activations and the layers' shared scratch). */
 LF_API lf_status lf_model_device_bytes(const lf_model *model, size_t *weights, size_t *workspace);

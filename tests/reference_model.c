@@ -100,6 +100,21 @@ static void embed(const lf_ref_model *m, const float *x, const int64_t *tokens, 
     if (m->emb_g) layernorm_rows(out, len, D, m->eps, m->emb_g, m->emb_b);
 }
 
+void lf_ref_model_layer_input(const lf_ref_model *m, int stop, const float *x, const int64_t *tokens, int batch, int n,
+                              const int32_t *lengths, double *out)
+{
+    const int D = m->d_model;
+    for (int b = 0; b < batch; b++) {
+        const int len = lengths ? lengths[b] : n;
+        double *h = out + (size_t)b * n * D;
+        memset(h, 0, (size_t)n * D * sizeof *h); /* rows past len are 0 */
+        if (len == 0) continue;
+        embed(m, x, tokens, b, n, len, h);
+        for (int l = 0; l < stop; l++) layer(m, &m->layer[l], h, len);
+        if (m->norm == LF_NORM_PRE) layernorm_rows(h, len, D, m->eps, m->layer[stop].ln1_g, m->layer[stop].ln1_b);
+    }
+}
+
 void lf_ref_model_forward(const lf_ref_model *m, const float *x, const int64_t *tokens, int batch, int n,
                           const int32_t *lengths, double *y)
 {

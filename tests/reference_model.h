@@ -46,4 +46,9 @@ typedef struct {
 void lf_ref_model_forward(const lf_ref_model *m, const float *x, const int64_t *tokens, int batch, int n,
                           const int32_t *lengths, double *y);
 
+/* out [batch, n, D]: what layer `stop` reads in the forward (its LN1 of the
+ * stream for pre-norm, the stream for post-norm); rows past each length are 0. */
+void lf_ref_model_layer_input(const lf_ref_model *m, int stop, const float *x, const int64_t *tokens, int batch, int n,
+                              const int32_t *lengths, double *out);
+
 #endif

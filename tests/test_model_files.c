@@ -14,144 +14,20 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "model_case.h"
 #include "st_write.h"
 #include "internal.h"
 #include "reference_model.h"
 #include "safetensors.h"
-
-#define MAX_TENSORS 128
 
 static lf_context *ctx;
 static void setup(void) { ctx = lf_test_context(); }
 static void teardown(void) { lf_context_free(ctx); }
 TestSuite(model_files, .init = setup, .fini = teardown, .timeout = 900);
 
-/* ---- A safetensors file built tensor by tensor ---- */
-
-typedef struct {
-    st_tensor t[MAX_TENSORS];
-    char name[MAX_TENSORS][192];
-    int64_t shape[MAX_TENSORS][2];
-    float *data[MAX_TENSORS];
-    size_t count;
-    uint64_t rng;
-} builder;
-
-/* Adds a random tensor [rows, cols] ([cols] when rows is 0) and returns its data. */
-static float *add(builder *b, const char *name, int rows, int cols, float lo, float hi)
-{
-    cr_assert(b->count < MAX_TENSORS);
-    const size_t i = b->count++, count = (size_t)(rows ? rows : 1) * cols;
-    snprintf(b->name[i], sizeof b->name[i], "%s", name);
-    b->shape[i][0] = rows ? rows : cols, b->shape[i][1] = cols;
-    b->data[i] = malloc(count * sizeof(float));
-    lf_test_fill(b->data[i], count, &b->rng, lo, hi);
-    b->t[i] = (st_tensor){b->name[i], ST_F32, rows ? 2 : 1, b->shape[i], b->data[i]};
-    return b->data[i];
-}
-
-static void write_file(builder *b, const char *path, const char *const *meta, size_t pairs)
-{
-    char msg[512];
-    cr_assert_eq(st_save(path, b->t, b->count, meta, pairs, NULL, 0, msg, sizeof msg), 0, "%s", msg);
-}
-
-static void free_builder(builder *b)
-{
-    for (size_t i = 0; i < b->count; i++) free(b->data[i]);
-}
-
 static void temp_path(char *path, size_t size, const char *what)
 {
     snprintf(path, size, "%s/lf_model_%s_%d.safetensors", P_tmpdir, what, (int)getpid());
-}
-
-/* ---- Model layouts ---- */
-
-typedef struct {
-    int layers, D, heads, n, ff, vocab;
-    int k[4];
-    bool glu, embeddings;
-} model_shape;
-
-/* fairseq's encoder under `stem`: layerwise compress_layer, biases, post-norm. */
-static void fairseq_model(builder *b, const char *stem, const model_shape *s, lf_ref_model *m, lf_ref_layer *L)
-{
-    char name[192];
-    const int D = s->D;
-    const float w = 0.4f;
-    *m = (lf_ref_model){.kind = s->embeddings ? LF_MODEL_TOKEN_ENCODER : LF_MODEL_ENCODER, .layers = s->layers,
-                        .d_model = D, .d_ff = s->ff, .vocab = s->vocab, .norm = LF_NORM_POST, .act = LF_ACT_GELU,
-                        .eps = 1e-5, .layer = L, .pos_offset = 2, .embed_scale = 1.0};
-#define NAME(...) (snprintf(name, sizeof name, __VA_ARGS__), name)
-    m->shared_e = add(b, NAME("%scompress_layer.weight", stem), s->k[0], s->n, -w, w);
-    if (s->embeddings) {
-        m->tok = add(b, NAME("%sembed_tokens.weight", stem), s->vocab, D, -1, 1);
-        m->pos = add(b, NAME("%sembed_positions.weight", stem), s->n + 2, D, -1, 1);
-        m->emb_g = add(b, NAME("%slayernorm_embedding.weight", stem), 0, D, 0.5f, 1.5f);
-        m->emb_b = add(b, NAME("%slayernorm_embedding.bias", stem), 0, D, -0.5f, 0.5f);
-    }
-    for (int i = 0; i < s->layers; i++) {
-        lf_ref_layer *l = &L[i];
-        lf_attention_config_init(&l->attn, D, s->heads, s->n, s->k[0]);
-        l->attn.sharing = LF_SHARE_LAYERWISE, l->attn.position = LF_POSITION_INPUT;
-        lf_ref_resolve(&l->attn);
-        char base[64];
-        snprintf(base, sizeof base, "%.40slayers.%d.", stem, i);
-        static const char *const proj[] = {"q", "k", "v", "out"};
-        const float **wt[] = {&l->w.wq, &l->w.wk, &l->w.wv, &l->w.wo}, **bs[] = {&l->w.bq, &l->w.bk, &l->w.bv, &l->w.bo};
-        for (int j = 0; j < 4; j++) {
-            *wt[j] = add(b, NAME("%sself_attn.%s_proj.weight", base, proj[j]), D, D, -w, w);
-            *bs[j] = add(b, NAME("%sself_attn.%s_proj.bias", base, proj[j]), 0, D, -w, w);
-        }
-        l->ln1_g = add(b, NAME("%sself_attn_layer_norm.weight", base), 0, D, 0.5f, 1.5f);
-        l->ln1_b = add(b, NAME("%sself_attn_layer_norm.bias", base), 0, D, -0.5f, 0.5f);
-        l->w1 = add(b, NAME("%sfc1.weight", base), s->ff, D, -w, w);
-        l->b1 = add(b, NAME("%sfc1.bias", base), 0, s->ff, -w, w);
-        l->w2 = add(b, NAME("%sfc2.weight", base), D, s->ff, -w, w);
-        l->b2 = add(b, NAME("%sfc2.bias", base), 0, D, -w, w);
-        l->ln2_g = add(b, NAME("%sfinal_layer_norm.weight", base), 0, D, 0.5f, 1.5f);
-        l->ln2_b = add(b, NAME("%sfinal_layer_norm.bias", base), 0, D, -0.5f, 0.5f);
-    }
-#undef NAME
-}
-
-/* lucidrains' Linformer: per-layer k (proj_k [n, k]: the reference takes E = its transpose), optional GLU. */
-static void lucid_model(builder *b, const model_shape *s, lf_ref_model *m, lf_ref_layer *L, float **e_t)
-{
-    char name[128];
-    const int D = s->D, R = s->ff * (s->glu ? 2 : 1);
-    const float w = 0.4f;
-    *m = (lf_ref_model){.kind = LF_MODEL_ENCODER, .layers = s->layers, .d_model = D, .d_ff = s->ff, .norm = LF_NORM_PRE,
-                        .act = LF_ACT_RELU, .glu = s->glu, .eps = 1e-5, .layer = L, .embed_scale = 1.0};
-#define NAME(...) (snprintf(name, sizeof name, __VA_ARGS__), name)
-    for (int i = 0; i < s->layers; i++) {
-        lf_ref_layer *l = &L[i];
-        const int k = s->k[i];
-        lf_attention_config_init(&l->attn, D, s->heads, s->n, k);
-        l->attn.bias_q = l->attn.bias_k = l->attn.bias_v = 0;
-        lf_ref_resolve(&l->attn);
-        l->ln1_g = add(b, NAME("net.layers.%d.0.norm.weight", i), 0, D, 0.5f, 1.5f);
-        l->ln1_b = add(b, NAME("net.layers.%d.0.norm.bias", i), 0, D, -0.5f, 0.5f);
-        l->w.wq = add(b, NAME("net.layers.%d.0.fn.to_q.weight", i), D, D, -w, w);
-        l->w.wk = add(b, NAME("net.layers.%d.0.fn.to_k.weight", i), D, D, -w, w);
-        l->w.wv = add(b, NAME("net.layers.%d.0.fn.to_v.weight", i), D, D, -w, w);
-        const float *pk = add(b, NAME("net.layers.%d.0.fn.proj_k", i), s->n, k, -w, w);
-        const float *pv = add(b, NAME("net.layers.%d.0.fn.proj_v", i), s->n, k, -w, w);
-        float *e = e_t[2 * i] = malloc((size_t)k * s->n * sizeof *e), *f = e_t[2 * i + 1] = malloc((size_t)k * s->n * sizeof *f);
-        for (int r = 0; r < s->n; r++)
-            for (int c = 0; c < k; c++) e[(size_t)c * s->n + r] = pk[(size_t)r * k + c], f[(size_t)c * s->n + r] = pv[(size_t)r * k + c];
-        l->w.e = e, l->w.f = f;
-        l->w.wo = add(b, NAME("net.layers.%d.0.fn.to_out.weight", i), D, D, -w, w);
-        l->w.bo = add(b, NAME("net.layers.%d.0.fn.to_out.bias", i), 0, D, -w, w);
-        l->ln2_g = add(b, NAME("net.layers.%d.1.norm.weight", i), 0, D, 0.5f, 1.5f);
-        l->ln2_b = add(b, NAME("net.layers.%d.1.norm.bias", i), 0, D, -0.5f, 0.5f);
-        l->w1 = add(b, NAME("net.layers.%d.1.fn.w1.weight", i), R, D, -w, w);
-        l->b1 = add(b, NAME("net.layers.%d.1.fn.w1.bias", i), 0, R, -w, w);
-        l->w2 = add(b, NAME("net.layers.%d.1.fn.w2.weight", i), D, s->ff, -w, w);
-        l->b2 = add(b, NAME("net.layers.%d.1.fn.w2.bias", i), 0, D, -w, w);
-    }
-#undef NAME
 }
 
 /* Runs the model in `path` on fresh input with mixed lengths and compares with the reference. */
@@ -184,55 +60,55 @@ static void expect_reference(const char *path, const lf_model_options *opts, con
 
 Test(model_files, fairseq_layerwise_post_norm_encoder_under_a_prefix)
 {
-    builder b = {.rng = lf_test_seed()};
-    const model_shape s = {.layers = 3, .D = 16, .heads = 4, .n = 21, .ff = 24, .k = {5}};
+    lf_builder b = {.rng = lf_test_seed()};
+    const lf_model_shape s = {.layers = 3, .D = 16, .heads = 4, .n = 21, .ff = 24, .k = {5}};
     lf_ref_model ref;
     lf_ref_layer L[3];
-    fairseq_model(&b, "encoder.sentence_encoder.", &s, &ref, L);
-    add(&b, "encoder.lm_head.weight", 3, 16, -1, 1); /* outside the encoder: not the model's */
+    lf_fairseq_model(&b, "encoder.sentence_encoder.", &s, &ref, L);
+    lf_builder_add(&b, "encoder.lm_head.weight", 3, 16, -1, 1); /* outside the encoder: not the model's */
     char path[256];
     temp_path(path, sizeof path, "fairseq");
     const char *meta[] = {"heads", "4"};
-    write_file(&b, path, meta, 1);
+    lf_builder_write(&b, path, meta, 1);
     expect_reference(path, NULL, &ref, 4, s.n, &b.rng);
     const lf_model_options opts = {.prefix = "encoder.sentence_encoder.", .norm = LF_NORM_POST, .heads = 4};
     expect_reference(path, &opts, &ref, 3, 13, &b.rng);
     unlink(path);
-    free_builder(&b);
+    lf_builder_free(&b);
 }
 
 Test(model_files, fairseq_token_encoder_with_embeddings)
 {
-    builder b = {.rng = lf_test_seed()};
-    const model_shape s = {.layers = 2, .D = 12, .heads = 3, .n = 17, .ff = 20, .vocab = 23, .k = {6}, .embeddings = true};
+    lf_builder b = {.rng = lf_test_seed()};
+    const lf_model_shape s = {.layers = 2, .D = 12, .heads = 3, .n = 17, .ff = 20, .vocab = 23, .k = {6}, .embeddings = true};
     lf_ref_model ref;
     lf_ref_layer L[2];
-    fairseq_model(&b, "", &s, &ref, L);
+    lf_fairseq_model(&b, "", &s, &ref, L);
     char path[256];
     temp_path(path, sizeof path, "fairseq_tokens");
     const char *meta[] = {"heads", "3", "activation", "gelu"};
-    write_file(&b, path, meta, 2);
+    lf_builder_write(&b, path, meta, 2);
     expect_reference(path, NULL, &ref, 3, s.n, &b.rng);
     unlink(path);
-    free_builder(&b);
+    lf_builder_free(&b);
 }
 
 Test(model_files, lucidrains_k_per_layer_glu_relu)
 {
-    builder b = {.rng = lf_test_seed()};
-    const model_shape s = {.layers = 3, .D = 12, .heads = 2, .n = 19, .ff = 10, .k = {3, 7, 5}, .glu = true};
+    lf_builder b = {.rng = lf_test_seed()};
+    const lf_model_shape s = {.layers = 3, .D = 12, .heads = 2, .n = 19, .ff = 10, .k = {3, 7, 5}, .glu = true};
     lf_ref_model ref;
     lf_ref_layer L[3];
     float *e_t[6];
-    lucid_model(&b, &s, &ref, L, e_t);
+    lf_lucid_model(&b, &s, &ref, L, e_t);
     char path[256];
     temp_path(path, sizeof path, "lucid_glu");
     const char *meta[] = {"heads", "2", "activation", "relu"};
-    write_file(&b, path, meta, 2);
+    lf_builder_write(&b, path, meta, 2);
     expect_reference(path, NULL, &ref, 4, s.n, &b.rng);
     unlink(path);
     for (int i = 0; i < 6; i++) free(e_t[i]);
-    free_builder(&b);
+    lf_builder_free(&b);
 }
 
 /* ---- What the model holds ---- */
@@ -240,13 +116,13 @@ Test(model_files, lucidrains_k_per_layer_glu_relu)
 static void write_lucid(const char *what, int layers, char *path, size_t size, lf_ref_model *ref, lf_ref_layer *L,
                         float **e_t)
 {
-    builder b = {.rng = lf_test_seed()};
-    const model_shape s = {.layers = layers, .D = 16, .heads = 2, .n = 32, .ff = 20, .k = {4, 4, 4, 4}};
-    lucid_model(&b, &s, ref, L, e_t);
+    lf_builder b = {.rng = lf_test_seed()};
+    const lf_model_shape s = {.layers = layers, .D = 16, .heads = 2, .n = 32, .ff = 20, .k = {4, 4, 4, 4}};
+    lf_lucid_model(&b, &s, ref, L, e_t);
     temp_path(path, size, what);
     const char *meta[] = {"heads", "2", "activation", "relu"};
-    write_file(&b, path, meta, 2);
-    free_builder(&b);
+    lf_builder_write(&b, path, meta, 2);
+    lf_builder_free(&b);
 }
 
 /* Device bytes of a model run once at batch 2 x n 32. */
@@ -335,14 +211,14 @@ Test(model_files, an_attention_layer_file_is_not_a_model)
 /* A one-layer lucidrains file with one change: a tensor added, or one left out. */
 static void write_changed(const char *path, const char *extra, const char *omit, int bad_rows)
 {
-    builder b = {.rng = lf_test_seed()};
+    lf_builder b = {.rng = lf_test_seed()};
     lf_ref_model ref;
     lf_ref_layer L[1];
     float *e_t[2];
-    const model_shape s = {.layers = 1, .D = 8, .heads = 2, .n = 9, .ff = 6, .k = {3}};
-    lucid_model(&b, &s, &ref, L, e_t);
+    const lf_model_shape s = {.layers = 1, .D = 8, .heads = 2, .n = 9, .ff = 6, .k = {3}};
+    lf_lucid_model(&b, &s, &ref, L, e_t);
     free(e_t[0]), free(e_t[1]);
-    if (extra) add(&b, extra, bad_rows, 8, -1, 1);
+    if (extra) lf_builder_add(&b, extra, bad_rows, 8, -1, 1);
     st_tensor kept[MAX_TENSORS];
     size_t count = 0;
     for (size_t i = 0; i < b.count; i++)
@@ -350,7 +226,7 @@ static void write_changed(const char *path, const char *extra, const char *omit,
     const char *meta[] = {"heads", "2"};
     char msg[512];
     cr_assert_eq(st_save(path, kept, count, meta, 1, NULL, 0, msg, sizeof msg), 0, "%s", msg);
-    free_builder(&b);
+    lf_builder_free(&b);
 }
 
 Test(model_files, bad_files_name_what_is_wrong)
@@ -370,16 +246,16 @@ Test(model_files, bad_files_name_what_is_wrong)
 
 Test(model_files, bad_forwards_are_refused)
 {
-    builder b = {.rng = lf_test_seed()};
-    const model_shape s = {.layers = 1, .D = 12, .heads = 3, .n = 9, .ff = 8, .vocab = 7, .k = {3}, .embeddings = true};
+    lf_builder b = {.rng = lf_test_seed()};
+    const lf_model_shape s = {.layers = 1, .D = 12, .heads = 3, .n = 9, .ff = 8, .vocab = 7, .k = {3}, .embeddings = true};
     lf_ref_model ref;
     lf_ref_layer L[1];
-    fairseq_model(&b, "", &s, &ref, L);
+    lf_fairseq_model(&b, "", &s, &ref, L);
     char path[256];
     temp_path(path, sizeof path, "bad_forward");
     const char *meta[] = {"heads", "3"};
-    write_file(&b, path, meta, 1);
-    free_builder(&b);
+    lf_builder_write(&b, path, meta, 1);
+    lf_builder_free(&b);
     lf_model *m = NULL;
     cr_assert_eq(lf_model_load(ctx, path, NULL, &m), LF_OK, "%s", lf_context_last_error(ctx));
     unlink(path);
@@ -408,12 +284,12 @@ static void set(lf_model *m, int layer, const char *name, const float *data, siz
 
 Test(model_files, built_from_host_arrays_layer_by_layer)
 {
-    builder b = {.rng = lf_test_seed()};
-    const model_shape s = {.layers = 2, .D = 12, .heads = 3, .n = 15, .ff = 9, .k = {4, 6}, .glu = true};
+    lf_builder b = {.rng = lf_test_seed()};
+    const lf_model_shape s = {.layers = 2, .D = 12, .heads = 3, .n = 15, .ff = 9, .k = {4, 6}, .glu = true};
     lf_ref_model ref;
     lf_ref_layer L[2];
     float *e_t[4];
-    lucid_model(&b, &s, &ref, L, e_t);
+    lf_lucid_model(&b, &s, &ref, L, e_t);
     lf_model_config cfg;
     lf_model_config_init(&cfg, LF_MODEL_ENCODER, s.layers, s.D, s.ff, 0);
     cfg.activation = LF_ACT_RELU, cfg.glu = 1;
@@ -459,5 +335,172 @@ Test(model_files, built_from_host_arrays_layer_by_layer)
     free(x), free(y), free(want);
     lf_model_free(m);
     for (int i = 0; i < 4; i++) free(e_t[i]);
-    free_builder(&b);
+    lf_builder_free(&b);
+}
+
+/* ---- One layer of a model, for measuring it ---- */
+
+/* A 3-layer model of each layout: fairseq's token encoder (post-norm,
+ * embeddings, one layerwise projection) and lucidrains' encoder (pre-norm, k
+ * per layer); ref and L[3] its reference, e_t the lucidrains E and F. */
+static void write_measured(bool fairseq, char *path, size_t size, lf_ref_model *ref, lf_ref_layer *L, float **e_t,
+                           lf_builder *b)
+{
+    const lf_model_shape fs = {.layers = 3, .D = 12, .heads = 3, .n = 14, .ff = 10, .vocab = 11, .k = {5},
+                               .embeddings = true};
+    const lf_model_shape ls = {.layers = 3, .D = 12, .heads = 2, .n = 14, .ff = 10, .k = {3, 7, 4}};
+    *b = (lf_builder){.rng = lf_test_seed()};
+    if (fairseq) lf_fairseq_model(b, "", &fs, ref, L);
+    else lf_lucid_model(b, &ls, ref, L, e_t);
+    temp_path(path, size, fairseq ? "measured_fairseq" : "measured_lucid");
+    const char *meta[] = {"heads", fairseq ? "3" : "2", "activation", fairseq ? "gelu" : "relu"};
+    lf_builder_write(b, path, meta, 2);
+}
+
+Test(model_files, each_layers_input_matches_the_reference_forward_up_to_it)
+{
+    enum { B = 3, N = 14, D = 12 };
+    for (int layout = 0; layout < 2; layout++) {
+        char path[256];
+        lf_ref_model ref;
+        lf_ref_layer L[3];
+        float *e_t[6] = {0};
+        lf_builder b;
+        write_measured(layout == 0, path, sizeof path, &ref, L, e_t, &b);
+        lf_model *m = NULL;
+        cr_assert_eq(lf_model_load(ctx, path, NULL, &m), LF_OK, "%s", lf_context_last_error(ctx));
+        static float x[B * N * D], out[B * N * D];
+        static int64_t tokens[B * N];
+        static double want[B * N * D];
+        lf_test_fill(x, B * N * D, &b.rng, -1, 1);
+        for (int i = 0; i < B * N; i++) tokens[i] = (int64_t)(lf__rand_next(&b.rng) % 11);
+        const int32_t lens[B] = {N, 9, 0};
+        const bool x_in = ref.kind == LF_MODEL_ENCODER;
+        for (int layer = 0; layer < 3; layer++) {
+            lf_test_poison(out, B * N * D);
+            cr_assert_eq(lf_model_layer_input(m, layer, x_in ? x : NULL, x_in ? NULL : tokens, out, B, N, lens), LF_OK,
+                         "%s", lf_context_last_error(ctx));
+            lf_ref_model_layer_input(&ref, layer, x, tokens, B, N, lens, want);
+            const double e = lf_test_rel_err(out, want, B * N * D);
+            cr_expect_leq(e, 1e-5, "%s, layer %d: relative error %.3g against the reference", ref.norm == LF_NORM_PRE ?
+                          "pre-norm" : "post-norm", layer, e);
+            for (int i = 0; i < B * N * D; i++)
+                if (want[i] == 0.0) cr_assert_eq(out[i], 0.0f, "layer %d: padded entry %d is %g", layer, i, out[i]);
+        }
+        lf_model_free(m);
+        unlink(path);
+        for (int i = 0; i < 6; i++) free(e_t[i]);
+        lf_builder_free(&b);
+    }
+}
+
+/* Layer i's attention from the model against the reference layer, on one input. */
+static void expect_layer_attention(lf_model *m, int layer, const lf_load_options *o, const lf_attention_config *ref_cfg,
+                                   const lf_ref_weights *w, const float *shared_e, const float *x, int batch, int n,
+                                   const int32_t *lens)
+{
+    const int D = ref_cfg->d_model;
+    const size_t count = (size_t)batch * n * D;
+    lf_attention *a = NULL;
+    cr_assert_eq(lf_model_layer_attention(m, layer, o, &a), LF_OK, "%s", lf_context_last_error(ctx));
+    float *y = malloc(count * sizeof *y);
+    double *want = malloc(count * sizeof *want);
+    lf_test_poison(y, count);
+    cr_assert_eq(lf_attention_forward(a, x, y, batch, n, lens), LF_OK, "%s", lf_context_last_error(ctx));
+    lf_ref_attention(ref_cfg, w, shared_e, x, batch, n, lens, want);
+    const double e = lf_test_rel_err(y, want, count);
+    cr_expect_leq(e, 1e-5, "layer %d, mode %s, projection %d, k %d: relative error %.3g", layer, lf_mode_name(o->mode),
+                  (int)o->projection, o->k, e);
+    free(y), free(want);
+    lf_attention_free(a);
+}
+
+Test(model_files, each_layers_attention_matches_the_reference_layer)
+{
+    enum { B = 2, N = 14, D = 12, K = 6, SEED = 7 };
+    for (int layout = 0; layout < 2; layout++) {
+        char path[256];
+        lf_ref_model ref;
+        lf_ref_layer L[3];
+        float *e_t[6] = {0};
+        lf_builder b;
+        write_measured(layout == 0, path, sizeof path, &ref, L, e_t, &b);
+        lf_model *m = NULL;
+        cr_assert_eq(lf_model_load(ctx, path, NULL, &m), LF_OK, "%s", lf_context_last_error(ctx));
+        static float x[B * N * D], random[2 * K * N];
+        lf_test_fill(x, B * N * D, &b.rng, -1, 1);
+        const int32_t lens[B] = {N, 10};
+        for (int layer = 0; layer < 3; layer++) {
+            lf_load_options o;
+            lf_load_options_init(&o);
+            /* the layer's own E and F (fairseq: the layerwise one) */
+            expect_layer_attention(m, layer, &o, &L[layer].attn, &L[layer].w, ref.shared_e, x, B, N, lens);
+            /* exact attention on the same weights */
+            lf_attention_config exact = L[layer].attn;
+            exact.mode = o.mode = LF_MODE_DENSE;
+            expect_layer_attention(m, layer, &o, &exact, &L[layer].w, NULL, x, B, N, lens);
+            /* seeded random projections of another k: E then F from one stream (fairseq: E = F) */
+            lf_attention_config rnd = L[layer].attn;
+            rnd.proj_kind = o.projection = LF_PROJ_RANDOM, rnd.k = o.k = K, o.seed = SEED, o.mode = LF_MODE_LINFORMER;
+            if (rnd.sharing == LF_SHARE_LAYERWISE) rnd.sharing = LF_SHARE_KV;
+            lf_ref_random_projection(random, (size_t)(rnd.sharing == LF_SHARE_KV ? 1 : 2) * K * N, SEED, K);
+            lf_ref_weights w = L[layer].w;
+            w.e = random, w.f = rnd.sharing == LF_SHARE_KV ? NULL : random + K * N;
+            expect_layer_attention(m, layer, &o, &rnd, &w, NULL, x, B, N, lens);
+        }
+        lf_model_free(m);
+        unlink(path);
+        for (int i = 0; i < 6; i++) free(e_t[i]);
+        lf_builder_free(&b);
+    }
+}
+
+static void expect_layer_error(lf_status got, const char *part)
+{
+    cr_expect_eq(got, LF_ERR_ARGUMENT, "got %s: %s", lf_status_string(got), lf_context_last_error(ctx));
+    cr_expect(strstr(lf_context_last_error(ctx), part), "message \"%s\" lacks \"%s\"", lf_context_last_error(ctx), part);
+}
+
+Test(model_files, bad_layers_and_options_for_a_layer_are_refused)
+{
+    char path[256];
+    lf_ref_model ref;
+    lf_ref_layer L[3];
+    float *e_t[6] = {0};
+    lf_builder b;
+    write_measured(false, path, sizeof path, &ref, L, e_t, &b);
+    lf_model *m = NULL;
+    cr_assert_eq(lf_model_load(ctx, path, NULL, &m), LF_OK, "%s", lf_context_last_error(ctx));
+    static float x[14 * 12], out[14 * 12];
+    int64_t tokens[14] = {0};
+    expect_layer_error(lf_model_layer_input(m, 3, x, NULL, out, 1, 14, NULL), "layer 3 is outside [0, 3)");
+    expect_layer_error(lf_model_layer_input(m, -1, x, NULL, out, 1, 14, NULL), "layer -1 is outside [0, 3)");
+    expect_layer_error(lf_model_layer_input(m, 0, NULL, tokens, out, 1, 14, NULL), "takes x");
+    expect_layer_error(lf_model_layer_input(m, 0, x, NULL, NULL, 1, 14, NULL), "out is NULL");
+    expect_layer_error(lf_model_layer_input(m, 0, x, NULL, out, 1, 15, NULL), "max_seq_len");
+    const struct {
+        lf_load_options o;
+        const char *part;
+    } bad[] = {{{.heads = 4, .causal = -1}, "heads 4 was given but layer 1 has 2"},
+               {{.causal = 1}, "causal 1 was given but layer 1 is not causal"},
+               {{.causal = -1, .k = 5}, "k 5 differs from the file's learned projections"},
+               {{.causal = -1, .mode = (lf_mode)7}, "mode 7 is not an lf_mode"},
+               {{.causal = -1, .projection = LF_PROJ_CONV, .k = 2}, "projection must be"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        lf_attention *a = (lf_attention *)1;
+        expect_layer_error(lf_model_layer_attention(m, 1, &bad[i].o, &a), bad[i].part);
+        cr_expect_null(a, "*out is not NULL after a failure");
+    }
+    lf_attention *a = (lf_attention *)1;
+    expect_layer_error(lf_model_layer_attention(m, 3, NULL, &a), "layer 3 is outside [0, 3)");
+    cr_expect_null(a);
+    expect_layer_error(lf_model_layer_attention(m, 0, NULL, NULL), "out is NULL");
+    cr_expect_eq(lf_model_layer_attention(NULL, 0, NULL, &a), LF_ERR_ARGUMENT);
+    cr_expect_eq(lf_model_layer_input(NULL, 0, x, NULL, out, 1, 14, NULL), LF_ERR_ARGUMENT);
+    /* the model and its context work on after every refusal */
+    cr_expect_eq(lf_model_layer_input(m, 2, x, NULL, out, 1, 14, NULL), LF_OK, "%s", lf_context_last_error(ctx));
+    lf_model_free(m);
+    unlink(path);
+    for (int i = 0; i < 6; i++) free(e_t[i]);
+    lf_builder_free(&b);
 }

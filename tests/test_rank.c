@@ -1,5 +1,6 @@
 /* test_rank.c - `linformer rank`: spectra of P against a double-precision
- * reference, a P of known rank, the CSV read back, a sequence over the budget. */
+ * reference, a P of known rank, the CSV read back, a sequence over the budget,
+ * every layer of a whole model from its own input. */
 #define _POSIX_C_SOURCE 200809L
 #include <criterion/criterion.h>
 #include <math.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "model_case.h"
 #include "rank.h"
 #include "reference.h"
 #include "st_write.h"
@@ -31,22 +33,26 @@ TestSuite(rank, .init = setup, .fini = teardown, .timeout = 600);
 
 /* ---- The reference: P in double from the weights, and a Jacobi SVD ---- */
 
-/* P [n, n] of head h for x [n, D]: softmax(q k^T / sqrt(DH)), no biases. */
-static void reference_p(const float *wq, const float *wk, const float *x, int n, int h, double *p)
+/* P [n, n] of head h for x [n, d]: softmax((x Wq^T + bq)(x Wk^T + bk)^T / sqrt(dh)); biases may be NULL. */
+static void reference_p(const float *wq, const float *bq, const float *wk, const float *bk, const double *x, int n,
+                        int d, int dh, int h, double *p)
 {
-    double *q = calloc((size_t)n * DH, sizeof *q), *k = calloc((size_t)n * DH, sizeof *k);
+    double *q = malloc((size_t)n * dh * sizeof *q), *k = malloc((size_t)n * dh * sizeof *k);
     double *s = malloc((size_t)n * sizeof *s);
     for (int i = 0; i < n; i++)
-        for (int c = 0; c < DH; c++)
-            for (int d = 0; d < D; d++) {
-                q[i * DH + c] += (double)wq[(h * DH + c) * D + d] * x[i * D + d];
-                k[i * DH + c] += (double)wk[(h * DH + c) * D + d] * x[i * D + d];
+        for (int c = 0; c < dh; c++) {
+            const int row = h * dh + c;
+            q[i * dh + c] = bq ? bq[row] : 0, k[i * dh + c] = bk ? bk[row] : 0;
+            for (int j = 0; j < d; j++) {
+                q[i * dh + c] += (double)wq[row * d + j] * x[i * d + j];
+                k[i * dh + c] += (double)wk[row * d + j] * x[i * d + j];
             }
+        }
     for (int i = 0; i < n; i++) {
         for (int j = 0; j < n; j++) {
             s[j] = 0;
-            for (int c = 0; c < DH; c++) s[j] += q[i * DH + c] * k[j * DH + c];
-            s[j] /= sqrt((double)DH);
+            for (int c = 0; c < dh; c++) s[j] += q[i * dh + c] * k[j * dh + c];
+            s[j] /= sqrt((double)dh);
         }
         lf_ref_softmax(s, n, n, p + (size_t)i * n);
     }
@@ -137,12 +143,13 @@ Test(rank, spectrum_and_levels_match_a_double_reference)
     char err[512];
     cr_assert_eq(rank_measure_layer(&layer, 0, x, B, N, lengths, &r, stderr, err, sizeof err), LF_OK, "%s", err);
     cr_assert_eq(r.count, (size_t)B * H);
-    static double p[N * N], sigma[N], c[N];
+    static double p[N * N], sigma[N], c[N], xd[N * D];
     for (size_t i = 0; i < r.count; i++) {
         const rank_row *row = &r.rows[i];
         const int n = lengths[row->seq];
         cr_assert_eq(row->n, n);
-        reference_p(wq, wk, x + (size_t)row->seq * N * D, n, row->head, p);
+        for (int i = 0; i < n * D; i++) xd[i] = x[(size_t)row->seq * N * D + i];
+        reference_p(wq, NULL, wk, NULL, xd, n, D, DH, row->head, p);
         jacobi_singular_values(p, n, sigma);
         rank_cumulative(sigma, n, c);
         for (int k = 0; k < n; k++)
@@ -239,8 +246,9 @@ static void measure_here(const char *model, const float *x, int batch, int n, co
     path(p, model);
     lf_context *ctx = lf_test_context();
     rank_layer layer;
-    cr_assert_eq(rank_load_exact(ctx, p, 0, &layer), LF_OK, "%s", lf_context_last_error(ctx));
-    cr_assert_eq(rank_load_sweep(&layer, p, 3, r, stderr), LF_OK);
+    const rank_source src = {p, NULL, 0};
+    cr_assert_eq(rank_load_exact(ctx, &src, 0, &layer), LF_OK, "%s", lf_context_last_error(ctx));
+    cr_assert_eq(rank_load_sweep(&layer, &src, 3, r, stderr), LF_OK);
     cr_assert_eq(rank_measure_layer(&layer, 0, x, batch, n, lengths, r, stderr, err, sizeof err), LF_OK, "%s", err);
     rank_free_layer(&layer);
     lf_context_free(ctx);
@@ -358,4 +366,93 @@ Test(rank, a_sequence_over_the_device_budget_is_skipped)
         cr_expect_eq(strncmp(line, "1,0,", 4), 0, "a row of the skipped sequence: %s", line);
     fclose(f);
     cr_expect_eq(rows, H);
+}
+
+/* ---- Every layer of a model ---- */
+
+enum { ML = 3, MD = 12, MH = 3, MN = 14, MB = 2, MV = 11, MK = 5 };
+
+/* fairseq's token encoder (post-norm, one layerwise projection, embeddings)
+ * in `model`, and tokens with lengths in `input`. */
+static void write_token_model(const char *model, const char *input, lf_ref_model *ref, lf_ref_layer *layers,
+                              lf_builder *b, int64_t *tokens, const int32_t *lengths)
+{
+    const lf_model_shape shape = {.layers = ML, .D = MD, .heads = MH, .n = MN, .ff = 10, .vocab = MV, .k = {MK},
+                                  .embeddings = true};
+    *b = (lf_builder){.rng = lf_test_seed()};
+    lf_fairseq_model(b, "", &shape, ref, layers);
+    const char *meta[] = {"heads", "3"};
+    lf_builder_write(b, model, meta, 1);
+    float draw[MB * MN];
+    int32_t ids[MB * MN];
+    lf_test_fill(draw, MB * MN, &b->rng, 0, MV);
+    for (int i = 0; i < MB * MN; i++) tokens[i] = ids[i] = (int32_t)draw[i] % MV;
+    const int64_t st[2] = {MB, MN}, sl[1] = {MB};
+    const st_tensor t[2] = {{"tokens", ST_I32, 2, st, ids}, {"lengths", ST_I32, 1, sl, lengths}};
+    char msg[256];
+    cr_assert_eq(st_save(input, t, 2, NULL, 0, NULL, 0, msg, sizeof msg), 0, "%s", msg);
+}
+
+/* One CSV row of the model: its k-levels against a double SVD of P from the
+ * reference forward up to its layer; its errors finite. */
+static void expect_model_row(const char *line, const lf_ref_layer *layers, double (*inputs)[MB * MN * MD],
+                             const int32_t *lengths, bool seen[MB][ML][MH])
+{
+    int seq, layer, head, n, k[RANK_LEVELS], used = 0;
+    cr_assert_eq(sscanf(line, "%d,%d,%d,%d,%d,%d,%d%n", &seq, &layer, &head, &n, &k[0], &k[1], &k[2], &used), 7,
+                 "row \"%s\"", line);
+    cr_assert(seq >= 0 && seq < MB && layer >= 0 && layer < ML && head >= 0 && head < MH, "row \"%s\"", line);
+    cr_expect_eq(n, lengths[seq], "row \"%s\"", line);
+    seen[seq][layer][head] = true;
+    static double p[MN * MN], sigma[MN], c[MN];
+    const lf_ref_weights *w = &layers[layer].w;
+    reference_p(w->wq, w->bq, w->wk, w->bk, inputs[layer] + (size_t)seq * MN * MD, n, MD, MD / MH, head, p);
+    jacobi_singular_values(p, n, sigma);
+    rank_cumulative(sigma, n, c);
+    for (int l = 0; l < RANK_LEVELS; l++) expect_level(c, n, rank_levels[l], k[l], 1e-4);
+    double e[2];
+    cr_assert_eq(sscanf(line + used, ",%lf,%lf", &e[0], &e[1]), 2, "row \"%s\"", line);
+    cr_expect(isfinite(e[0]) && e[0] > 0 && isfinite(e[1]) && e[1] > 0, "row \"%s\"", line);
+}
+
+Test(rank, every_layer_of_a_model_is_measured_from_its_own_input)
+{
+    char model[128], input[128], csv[128], cmd[1024], log[8192], line[1024];
+    path(model, "model.safetensors"), path(input, "input.safetensors"), path(csv, "rank.csv");
+    lf_ref_model ref;
+    lf_ref_layer layers[ML];
+    lf_builder b;
+    static int64_t tokens[MB * MN];
+    const int32_t lengths[MB] = {MN, 9};
+    write_token_model(model, input, &ref, layers, &b, tokens, lengths);
+    snprintf(cmd, sizeof cmd, "%s rank --model %s --input %s --k %d,3 --csv %s", LF_TOOL_PATH, model, input, MK, csv);
+    cr_assert_eq(lf_test_system(cmd, log, sizeof log), 0, "%s", log);
+    static double inputs[ML][MB * MN * MD];
+    for (int l = 0; l < ML; l++) lf_ref_model_layer_input(&ref, l, NULL, tokens, MB, MN, lengths, inputs[l]);
+    FILE *f = fopen(csv, "r");
+    cr_assert_not_null(f);
+    cr_assert_not_null(fgets(line, sizeof line, f));
+    cr_expect_str_eq(line, "seq,layer,head,n,k90,k95,k99,err_k3,err_k5\n");
+    bool seen[MB][ML][MH] = {{{false}}};
+    int rows = 0;
+    for (; fgets(line, sizeof line, f); rows++) expect_model_row(line, layers, inputs, lengths, seen);
+    fclose(f);
+    cr_expect_eq(rows, MB * ML * MH, "%d rows, expected one per sequence, layer and head", rows);
+    for (int s = 0; s < MB; s++)
+        for (int l = 0; l < ML; l++)
+            for (int h = 0; h < MH; h++) cr_expect(seen[s][l][h], "no row for sequence %d, layer %d, head %d", s, l, h);
+
+    /* the default sweep is around the layers' own k, clipped to n */
+    snprintf(cmd, sizeof cmd, "%s rank --model %s --input %s --csv %s", LF_TOOL_PATH, model, input, csv);
+    cr_assert_eq(lf_test_system(cmd, log, sizeof log), 0, "%s", log);
+    f = fopen(csv, "r");
+    cr_assert_not_null(f);
+    cr_assert_not_null(fgets(line, sizeof line, f));
+    cr_expect_str_eq(line, "seq,layer,head,n,k90,k95,k99,err_k1,err_k2,err_k5,err_k10,err_k14\n");
+    fclose(f);
+    /* a head count against the file's is a usage error naming both */
+    snprintf(cmd, sizeof cmd, "%s rank --model %s --input %s --heads 2", LF_TOOL_PATH, model, input);
+    cr_expect_eq(lf_test_system(cmd, log, sizeof log), 2, "%s", log);
+    cr_expect_not_null(strstr(log, "heads 2 was given but"), "%s", log);
+    lf_builder_free(&b);
 }

@@ -12,6 +12,7 @@
 #include "run_input.h"
 #include "rank.h"
 #include "rank_plot.h"
+#include "run_model.h"
 
 #define MAX_HEADS 1000000
 
@@ -27,8 +28,10 @@ static void usage(FILE *out)
             "smallest r with c_r >= 0.90, 0.95, 0.99. For each k of the sweep, the relative error\n"
             "||o_linformer - o_exact|| / ||o_exact|| of each head's output (before the output\n"
             "projection): the model's own E and F at its own k, seeded random (Johnson-Lindenstrauss)\n"
-            "ones at any other k. The model is one attention layer as `linformer run` reads it.\n\n"
-            "  --k LIST      comma-separated k values (default: the model's k/4, k/2, k, 2k, 4k,\n"
+            "ones at any other k. The model is one attention layer as `linformer run` reads it, or a\n"
+            "whole model (lucidrains' Linformer or LinformerLM, fairseq's encoder): then every layer is\n"
+            "measured from the input the forward gives it, and a model with embeddings reads `tokens`.\n\n"
+            "  --k LIST      comma-separated k values (default: each layer's k/4, k/2, k, 2k, 4k,\n"
             "                clipped to [1, n])\n"
             "  --seed S      seed of the random projections (default 0)\n"
             "  --csv FILE    one row per sequence, layer and head: seq,layer,head,n,k90,k95,k99 and\n"
@@ -81,14 +84,14 @@ static int fail(const char *fmt, ...)
     return 1;
 }
 
-/* The sweep: --k, or the default around the model's own k; clipped to the input's n. */
-static int choose_sweep(const rank_options *o, const rank_layer *layer, const lf_attention_config *cfg, int n,
-                        rank_results *r)
+/* The sweep: --k (each in [1, max_n]), or the default around each layer's own k, clipped to the input's n. */
+static int choose_sweep(const rank_options *o, const int *own_k, int layers, int max_n, int n, rank_results *r)
 {
     char err[512];
-    if (!o->k_list) return rank_default_sweep(layer->model_k, n, r), 0;
-    if (rank_parse_sweep(o->k_list, cfg->max_seq_len, r, err, sizeof err) == 0) return 0;
-    return cli_usage_error("rank", err);
+    if (o->k_list)
+        return rank_parse_sweep(o->k_list, max_n, r, err, sizeof err) == 0 ? 0 : cli_usage_error("rank", err);
+    for (int i = 0; i < layers; i++) rank_default_sweep(own_k[i], n, r);
+    return 0;
 }
 
 /* The CSV through an atomic output file, never over the model or the input. */
@@ -102,22 +105,75 @@ static int write_csv(const rank_options *o, const rank_results *r)
     return output_file_commit(f, err, sizeof err) ? fail("%s", err) : 0;
 }
 
-/* Loads the layer, reads the input, chooses the sweep and measures layer 0. */
-static int measure(lf_context *ctx, const rank_options *o, rank_layer *layer, run_input *in, rank_results *r)
+/* Measures one layer (exact, and at each k of the sweep) on its input x. */
+static int measure_layer(lf_context *ctx, const rank_options *o, const rank_source *src, const float *x,
+                         const run_input *in, rank_results *r)
 {
+    rank_layer layer;
+    char err[1024];
+    lf_status st = rank_load_exact(ctx, src, o->heads, &layer);
+    if (st == LF_OK) st = rank_load_sweep(&layer, src, o->seed, r, stderr);
+    if (st == LF_OK)
+        st = rank_measure_layer(&layer, src->index, x, in->batch, in->n, in->lengths, r, stderr, err, sizeof err);
+    else
+        snprintf(err, sizeof err, "%s", lf_context_last_error(ctx));
+    rank_free_layer(&layer);
+    return st == LF_OK ? 0 : fail("%s: %s", lf_status_string(st), err);
+}
+
+/* A file of one attention layer: measured on the input's x as layer 0. */
+static int measure_layer_file(lf_context *ctx, const rank_options *o, run_input *in, rank_results *r)
+{
+    const rank_source src = {o->model, NULL, 0};
+    rank_layer layer;
     lf_attention_config cfg;
-    lf_status st = rank_load_exact(ctx, o->model, o->heads, layer);
-    if (st == LF_OK) st = lf_attention_config_get(layer->exact, &cfg);
+    lf_status st = rank_load_exact(ctx, &src, o->heads, &layer);
+    if (st == LF_OK) st = lf_attention_config_get(layer.exact, &cfg);
+    const int own_k = layer.model_k;
+    rank_free_layer(&layer);
     if (st != LF_OK) return fail("%s: %s", lf_status_string(st), lf_context_last_error(ctx));
     const run_input_spec spec = {"rank", false, cfg.d_model, cfg.max_seq_len, 0};
     int rc = run_input_read(o->input, &spec, in);
-    if (rc == 0) rc = choose_sweep(o, layer, &cfg, in->n, r);
-    if (rc) return rc;
-    if ((st = rank_load_sweep(layer, o->model, o->seed, r, stderr)) != LF_OK)
-        return fail("%s: %s", lf_status_string(st), lf_context_last_error(ctx));
-    char err[1024];
-    st = rank_measure_layer(layer, 0, in->x, in->batch, in->n, in->lengths, r, stderr, err, sizeof err);
-    return st == LF_OK ? 0 : fail("%s: %s", lf_status_string(st), err);
+    if (rc == 0) rc = choose_sweep(o, &own_k, 1, cfg.max_seq_len, in->n, r);
+    return rc ? rc : measure_layer(ctx, o, &src, in->x, in, r);
+}
+
+/* The sweep of a model: the default takes every layer's own k. */
+static int model_sweep(const rank_options *o, lf_model *model, const lf_model_info *info, int n, rank_results *r)
+{
+    int *own_k = calloc(info->layers, sizeof *own_k);
+    if (!own_k) return fail("out of host memory");
+    for (int i = 0; i < info->layers; i++) own_k[i] = rank_own_k(&(rank_source){NULL, model, i});
+    const int rc = choose_sweep(o, own_k, info->layers, info->max_seq_len, n, r);
+    free(own_k);
+    return rc;
+}
+
+/* A whole model: every layer, each on the input the forward gives it. */
+static int measure_model(lf_context *ctx, const rank_options *o, run_input *in, rank_results *r)
+{
+    lf_model *model = NULL;
+    lf_model_info info;
+    const lf_model_options mo = {.heads = o->heads};
+    lf_status st = lf_model_load(ctx, o->model, &mo, &model);
+    if (st != LF_OK) /* a bad --heads is a usage error, as for `run` */
+        return fail("%s: %s", lf_status_string(st), lf_context_last_error(ctx)), st == LF_ERR_ARGUMENT ? 2 : 1;
+    lf_model_info_get(model, &info);
+    fprintf(stderr, "linformer rank: %s %s: %d layers, d_model %d, heads %d\n", info.layout,
+            lf_model_kind_name(info.kind), info.layers, info.d_model, info.heads);
+    const run_input_spec spec = {"rank", info.kind != LF_MODEL_ENCODER, info.d_model, info.max_seq_len, 0};
+    int rc = run_input_read(o->input, &spec, in);
+    if (rc == 0) rc = model_sweep(o, model, &info, in->n, r);
+    float *x = rc ? NULL : malloc((size_t)in->batch * in->n * info.d_model * sizeof *x);
+    if (rc == 0 && !x) rc = fail("out of host memory for a layer's input");
+    for (int i = 0; rc == 0 && i < info.layers; i++) {
+        st = lf_model_layer_input(model, i, in->x, in->tokens, x, in->batch, in->n, in->lengths);
+        if (st != LF_OK) rc = fail("layer %d's input: %s: %s", i, lf_status_string(st), lf_context_last_error(ctx));
+        else rc = measure_layer(ctx, o, &(rank_source){NULL, model, i}, x, in, r);
+    }
+    free(x);
+    lf_model_free(model);
+    return rc;
 }
 
 int cmd_rank(int argc, char **argv)
@@ -129,18 +185,17 @@ int cmd_rank(int argc, char **argv)
     bench_plot_files plot = {0};
     if (o.plot && bench_plot_open(o.plot, &plot, msg, sizeof msg) != 0) return fail("%s", msg);
     lf_context *ctx = NULL;
-    rank_layer layer = {0};
     run_input in = {0};
     rank_results r = {0};
     lf_status st = lf_context_create(o.device, &ctx, msg, sizeof msg);
-    rc = st != LF_OK ? fail("%s: %s", lf_status_string(st), msg) : measure(ctx, &o, &layer, &in, &r);
+    if (st != LF_OK) rc = fail("%s: %s", lf_status_string(st), msg);
+    else rc = run_is_layer_file(o.model, NULL) ? measure_layer_file(ctx, &o, &in, &r) : measure_model(ctx, &o, &in, &r);
     if (rc == 0) rank_print_table(stdout, &r);
     if (rc == 0 && o.csv) rc = write_csv(&o, &r);
     if (rc == 0 && o.plot && rank_plot_finish(&plot, &r, msg, sizeof msg) != 0) rc = fail("%s", msg);
     bench_plot_abort(&plot);
     rank_results_free(&r);
     run_input_free(&in);
-    rank_free_layer(&layer);
     lf_context_free(ctx);
     return rc;
 }

@@ -71,7 +71,6 @@ static void add_k(rank_results *r, int k)
 void rank_default_sweep(int model_k, int limit, rank_results *r)
 {
     const int scaled[] = {model_k / 4, model_k / 2, model_k, model_k * 2, model_k * 4};
-    r->ks = 0;
     for (size_t i = 0; i < sizeof scaled / sizeof scaled[0]; i++)
         add_k(r, scaled[i] < 1 ? 1 : scaled[i] > limit ? limit : scaled[i]);
 }
@@ -96,7 +95,33 @@ int rank_parse_sweep(const char *list, int limit, rank_results *r, char *err, si
 
 /* ---- The layers ---- */
 
-lf_status rank_load_exact(lf_context *ctx, const char *path, int heads, rank_layer *layer)
+static lf_status load(lf_context *ctx, const rank_source *src, const lf_load_options *o, lf_attention **out)
+{
+    if (src->model) return lf_model_layer_attention(src->model, src->index, o, out);
+    return lf_attention_load_with(ctx, src->path, o, out);
+}
+
+/* A file's from proj_k [max_seq_len, k], which loading checks; a model's
+ * layer's from that layer with its own projections. */
+int rank_own_k(const rank_source *src)
+{
+    lf_attention_config cfg = {0};
+    if (src->model) {
+        lf_attention *a = NULL;
+        if (lf_model_layer_attention(src->model, src->index, NULL, &a) == LF_OK) lf_attention_config_get(a, &cfg);
+        lf_attention_free(a);
+        return cfg.k;
+    }
+    lf_tensor_file *f = NULL;
+    lf_tensor_info t;
+    if (lf_tensor_file_open(src->path, &f, NULL, 0) == LF_OK && lf_tensor_file_find(f, "proj_k", &t) == LF_OK &&
+        t.ndim == 2)
+        cfg.k = (int)t.shape[1];
+    lf_tensor_file_free(f);
+    return cfg.k;
+}
+
+lf_status rank_load_exact(lf_context *ctx, const rank_source *src, int heads, rank_layer *layer)
 {
     memset(layer, 0, sizeof *layer);
     layer->ctx = ctx;
@@ -104,18 +129,12 @@ lf_status rank_load_exact(lf_context *ctx, const char *path, int heads, rank_lay
     lf_load_options_init(&o);
     o.heads = heads;
     o.mode = LF_MODE_FLASH; /* exact head outputs without an n x n matrix; P comes whatever the mode */
-    lf_status st = lf_attention_load_with(ctx, path, &o, &layer->exact);
-    if (st != LF_OK) return st;
-    /* The exact layer has no k: the file's is proj_k's [max_seq_len, k], which loading checked. */
-    lf_tensor_file *f = NULL;
-    lf_tensor_info t;
-    if (lf_tensor_file_open(path, &f, NULL, 0) == LF_OK && lf_tensor_file_find(f, "proj_k", &t) == LF_OK && t.ndim == 2)
-        layer->model_k = (int)t.shape[1];
-    lf_tensor_file_free(f);
-    return LF_OK;
+    lf_status st = load(ctx, src, &o, &layer->exact);
+    if (st == LF_OK) layer->model_k = rank_own_k(src);
+    return st;
 }
 
-lf_status rank_load_sweep(rank_layer *layer, const char *path, uint64_t seed, const rank_results *r, FILE *log)
+lf_status rank_load_sweep(rank_layer *layer, const rank_source *src, uint64_t seed, const rank_results *r, FILE *log)
 {
     lf_attention_config cfg;
     lf_status st = lf_attention_config_get(layer->exact, &cfg);
@@ -125,12 +144,12 @@ lf_status rank_load_sweep(rank_layer *layer, const char *path, uint64_t seed, co
     o.heads = cfg.heads;
     o.seed = seed;
     for (int i = 0; i < r->ks; i++) {
-        /* The file's own E and F at its own k; Johnson-Lindenstrauss ones at any other. */
+        /* The layer's own E and F at its own k; Johnson-Lindenstrauss ones at any other. */
         o.k = r->k[i] == layer->model_k ? 0 : r->k[i];
         o.projection = o.k ? LF_PROJ_RANDOM : LF_PROJ_LEARNED;
-        if (lf_attention_load_with(layer->ctx, path, &o, &layer->at_k[i]) != LF_OK)
-            fprintf(log, "linformer rank: note: Linformer with k = %d cannot run on this layer (%s); its errors are left empty\n",
-                    r->k[i], lf_context_last_error(layer->ctx));
+        if (load(layer->ctx, src, &o, &layer->at_k[i]) != LF_OK)
+            fprintf(log, "linformer rank: note: Linformer with k = %d cannot run on layer %d (%s); its errors are left "
+                    "empty\n", r->k[i], src->index, lf_context_last_error(layer->ctx));
     }
     return LF_OK;
 }

@@ -9,8 +9,8 @@
  * replaces the exact one.
  *
  * A layer is measured from its own input (rank_measure_layer): for a single
- * attention layer that is the input file's x; for a stack, the caller passes
- * each layer the input the forward gives it, and nothing else changes.
+ * attention layer that is the input file's x; for a model, the input the
+ * forward gives that layer (lf_model_layer_input).
  */
 #ifndef LF_RANK_H
 #define LF_RANK_H
@@ -48,7 +48,7 @@ typedef struct {
  * e.g. a causal layer with a learned or random projection). */
 typedef struct {
     lf_context *ctx;
-    int model_k; /* the file's own k */
+    int model_k; /* the layer's own k (of its E and F) */
     lf_attention *exact;
     lf_attention *at_k[RANK_MAX_K];
 } rank_layer;
@@ -71,21 +71,32 @@ double rank_rel_err(const float *a, const float *b, int rows, int cols, int ld);
 
 /* ---- The sweep and the layers ---- */
 
-/* The default sweep: model_k/4, /2, 1, 2, 4 times, clipped to [1, limit], without repeats. */
+/* Adds the default sweep around model_k to r's (a model's layers may differ in
+ * k): model_k/4, /2, 1, 2, 4 times, clipped to [1, limit], without repeats. */
 void rank_default_sweep(int model_k, int limit, rank_results *r);
 
 /* Parses "4,8,16" into r->k (ascending, without repeats), each in [1, limit].
  * Returns 0, or -1 with a message in err. */
 int rank_parse_sweep(const char *list, int limit, rank_results *r, char *err, size_t err_size);
 
-/* The file's layer, exact (flash): P and the exact head outputs. Returns its
- * status; the message is the context's. */
-lf_status rank_load_exact(lf_context *ctx, const char *path, int heads, rank_layer *layer);
+/* Where a layer comes from: a file of one attention layer, or a model's layer. */
+typedef struct {
+    const char *path; /* lucidrains' LinformerSelfAttention, or NULL */
+    lf_model *model;  /* else layer `index` of this model */
+    int index;
+} rank_source;
 
-/* The same file's layer with Linformer at each k of r's sweep: the file's own E
- * and F at its own k, else seeded random ones. A k that cannot run (a causal
- * layer needs a pooling projection) is noted on `log` and left NULL. */
-lf_status rank_load_sweep(rank_layer *layer, const char *path, uint64_t seed, const rank_results *r, FILE *log);
+/* The layer's own k: of its E and F, as the file or the model holds them (0 when unknown). */
+int rank_own_k(const rank_source *src);
+
+/* The layer, exact (flash): P and the exact head outputs; model_k its own k.
+ * Returns its status; the message is the context's. */
+lf_status rank_load_exact(lf_context *ctx, const rank_source *src, int heads, rank_layer *layer);
+
+/* The same layer with Linformer at each k of r's sweep: its own E and F at its
+ * own k, else seeded random ones. A k that cannot run (a causal layer needs a
+ * pooling projection) is noted on `log` and left NULL. */
+lf_status rank_load_sweep(rank_layer *layer, const rank_source *src, uint64_t seed, const rank_results *r, FILE *log);
 void rank_free_layer(rank_layer *layer);
 
 /* ---- Measuring ---- */
