@@ -340,57 +340,66 @@ Test(model_files, built_from_host_arrays_layer_by_layer)
 
 /* ---- One layer of a model, for measuring it ---- */
 
-/* A 3-layer model of each layout: fairseq's token encoder (post-norm,
- * embeddings, one layerwise projection) and lucidrains' encoder (pre-norm, k
- * per layer); ref and L[3] its reference, e_t the lucidrains E and F. */
-static void write_measured(bool fairseq, char *path, size_t size, lf_ref_model *ref, lf_ref_layer *L, float **e_t,
-                           lf_builder *b)
+/* A 3-layer model of each layout, written and loaded: fairseq's token encoder
+ * (post-norm, embeddings, one layerwise projection) or lucidrains' encoder
+ * (pre-norm, k per layer); ref and L its reference, e_t the lucidrains E and F. */
+typedef struct {
+    char path[256];
+    lf_ref_model ref;
+    lf_ref_layer L[3];
+    float *e_t[6];
+    lf_builder b;
+    lf_model *m;
+} measured_model;
+
+static void measured_open(measured_model *mm, bool fairseq)
 {
     const lf_model_shape fs = {.layers = 3, .D = 12, .heads = 3, .n = 14, .ff = 10, .vocab = 11, .k = {5},
                                .embeddings = true};
     const lf_model_shape ls = {.layers = 3, .D = 12, .heads = 2, .n = 14, .ff = 10, .k = {3, 7, 4}};
-    *b = (lf_builder){.rng = lf_test_seed()};
-    if (fairseq) lf_fairseq_model(b, "", &fs, ref, L);
-    else lf_lucid_model(b, &ls, ref, L, e_t);
-    temp_path(path, size, fairseq ? "measured_fairseq" : "measured_lucid");
+    *mm = (measured_model){.b = {.rng = lf_test_seed()}};
+    if (fairseq) lf_fairseq_model(&mm->b, "", &fs, &mm->ref, mm->L);
+    else lf_lucid_model(&mm->b, &ls, &mm->ref, mm->L, mm->e_t);
+    temp_path(mm->path, sizeof mm->path, fairseq ? "measured_fairseq" : "measured_lucid");
     const char *meta[] = {"heads", fairseq ? "3" : "2", "activation", fairseq ? "gelu" : "relu"};
-    lf_builder_write(b, path, meta, 2);
+    lf_builder_write(&mm->b, mm->path, meta, 2);
+    cr_assert_eq(lf_model_load(ctx, mm->path, NULL, &mm->m), LF_OK, "%s", lf_context_last_error(ctx));
+}
+
+static void measured_close(measured_model *mm)
+{
+    lf_model_free(mm->m);
+    unlink(mm->path);
+    for (int i = 0; i < 6; i++) free(mm->e_t[i]);
+    lf_builder_free(&mm->b);
 }
 
 Test(model_files, each_layers_input_matches_the_reference_forward_up_to_it)
 {
     enum { B = 3, N = 14, D = 12 };
     for (int layout = 0; layout < 2; layout++) {
-        char path[256];
-        lf_ref_model ref;
-        lf_ref_layer L[3];
-        float *e_t[6] = {0};
-        lf_builder b;
-        write_measured(layout == 0, path, sizeof path, &ref, L, e_t, &b);
-        lf_model *m = NULL;
-        cr_assert_eq(lf_model_load(ctx, path, NULL, &m), LF_OK, "%s", lf_context_last_error(ctx));
+        measured_model mm;
+        measured_open(&mm, layout == 0);
+        lf_model *m = mm.m;
         static float x[B * N * D], out[B * N * D];
         static int64_t tokens[B * N];
         static double want[B * N * D];
-        lf_test_fill(x, B * N * D, &b.rng, -1, 1);
-        for (int i = 0; i < B * N; i++) tokens[i] = (int64_t)(lf__rand_next(&b.rng) % 11);
+        lf_test_fill(x, B * N * D, &mm.b.rng, -1, 1);
+        for (int i = 0; i < B * N; i++) tokens[i] = (int64_t)(lf__rand_next(&mm.b.rng) % 11);
         const int32_t lens[B] = {N, 9, 0};
-        const bool x_in = ref.kind == LF_MODEL_ENCODER;
+        const bool x_in = mm.ref.kind == LF_MODEL_ENCODER;
         for (int layer = 0; layer < 3; layer++) {
             lf_test_poison(out, B * N * D);
             cr_assert_eq(lf_model_layer_input(m, layer, x_in ? x : NULL, x_in ? NULL : tokens, out, B, N, lens), LF_OK,
                          "%s", lf_context_last_error(ctx));
-            lf_ref_model_layer_input(&ref, layer, x, tokens, B, N, lens, want);
+            lf_ref_model_layer_input(&mm.ref, layer, x, tokens, B, N, lens, want);
             const double e = lf_test_rel_err(out, want, B * N * D);
-            cr_expect_leq(e, 1e-5, "%s, layer %d: relative error %.3g against the reference", ref.norm == LF_NORM_PRE ?
+            cr_expect_leq(e, 1e-5, "%s, layer %d: relative error %.3g against the reference", mm.ref.norm == LF_NORM_PRE ?
                           "pre-norm" : "post-norm", layer, e);
             for (int i = 0; i < B * N * D; i++)
                 if (want[i] == 0.0) cr_assert_eq(out[i], 0.0f, "layer %d: padded entry %d is %g", layer, i, out[i]);
         }
-        lf_model_free(m);
-        unlink(path);
-        for (int i = 0; i < 6; i++) free(e_t[i]);
-        lf_builder_free(&b);
+        measured_close(&mm);
     }
 }
 
@@ -419,22 +428,18 @@ Test(model_files, each_layers_attention_matches_the_reference_layer)
 {
     enum { B = 2, N = 14, D = 12, K = 6, SEED = 7 };
     for (int layout = 0; layout < 2; layout++) {
-        char path[256];
-        lf_ref_model ref;
-        lf_ref_layer L[3];
-        float *e_t[6] = {0};
-        lf_builder b;
-        write_measured(layout == 0, path, sizeof path, &ref, L, e_t, &b);
-        lf_model *m = NULL;
-        cr_assert_eq(lf_model_load(ctx, path, NULL, &m), LF_OK, "%s", lf_context_last_error(ctx));
+        measured_model mm;
+        measured_open(&mm, layout == 0);
+        lf_model *m = mm.m;
+        const lf_ref_layer *L = mm.L;
         static float x[B * N * D], random[2 * K * N];
-        lf_test_fill(x, B * N * D, &b.rng, -1, 1);
+        lf_test_fill(x, B * N * D, &mm.b.rng, -1, 1);
         const int32_t lens[B] = {N, 10};
         for (int layer = 0; layer < 3; layer++) {
             lf_load_options o;
             lf_load_options_init(&o);
             /* the layer's own E and F (fairseq: the layerwise one) */
-            expect_layer_attention(m, layer, &o, &L[layer].attn, &L[layer].w, ref.shared_e, x, B, N, lens);
+            expect_layer_attention(m, layer, &o, &L[layer].attn, &L[layer].w, mm.ref.shared_e, x, B, N, lens);
             /* exact attention on the same weights */
             lf_attention_config exact = L[layer].attn;
             exact.mode = o.mode = LF_MODE_DENSE;
@@ -448,10 +453,7 @@ Test(model_files, each_layers_attention_matches_the_reference_layer)
             w.e = random, w.f = rnd.sharing == LF_SHARE_KV ? NULL : random + K * N;
             expect_layer_attention(m, layer, &o, &rnd, &w, NULL, x, B, N, lens);
         }
-        lf_model_free(m);
-        unlink(path);
-        for (int i = 0; i < 6; i++) free(e_t[i]);
-        lf_builder_free(&b);
+        measured_close(&mm);
     }
 }
 
@@ -463,14 +465,9 @@ static void expect_layer_error(lf_status got, const char *part)
 
 Test(model_files, bad_layers_and_options_for_a_layer_are_refused)
 {
-    char path[256];
-    lf_ref_model ref;
-    lf_ref_layer L[3];
-    float *e_t[6] = {0};
-    lf_builder b;
-    write_measured(false, path, sizeof path, &ref, L, e_t, &b);
-    lf_model *m = NULL;
-    cr_assert_eq(lf_model_load(ctx, path, NULL, &m), LF_OK, "%s", lf_context_last_error(ctx));
+    measured_model mm;
+    measured_open(&mm, false);
+    lf_model *m = mm.m;
     static float x[14 * 12], out[14 * 12];
     int64_t tokens[14] = {0};
     expect_layer_error(lf_model_layer_input(m, 3, x, NULL, out, 1, 14, NULL), "layer 3 is outside [0, 3)");
@@ -499,8 +496,5 @@ Test(model_files, bad_layers_and_options_for_a_layer_are_refused)
     cr_expect_eq(lf_model_layer_input(NULL, 0, x, NULL, out, 1, 14, NULL), LF_ERR_ARGUMENT);
     /* the model and its context work on after every refusal */
     cr_expect_eq(lf_model_layer_input(m, 2, x, NULL, out, 1, 14, NULL), LF_OK, "%s", lf_context_last_error(ctx));
-    lf_model_free(m);
-    unlink(path);
-    for (int i = 0; i < 6; i++) free(e_t[i]);
-    lf_builder_free(&b);
+    measured_close(&mm);
 }
