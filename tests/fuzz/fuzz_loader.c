@@ -8,47 +8,21 @@
  * Run with a small -max_len, e.g.
  *   fuzz_loader -max_len=4096 -max_total_time=60 corpus_loader_copy/
  */
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
-#include "linformer.h"
+#include "fuzz_file.h"
 
 static lf_context *ctx;
-static char path[4096];
-
-static void cleanup(void)
-{
-    if (path[0]) unlink(path);
-    lf_context_free(ctx);
-}
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-    char msg[1024] = "";
-    if (lf_context_create(NULL, &ctx, msg, sizeof msg) != LF_OK) {
-        fprintf(stderr, "fuzz_loader: no OpenCL context: %s\n", msg);
-        abort();
-    }
-    const char *dir = getenv("TMPDIR");
-    snprintf(path, sizeof path, "%s/lf_fuzz_loader_XXXXXX", dir && *dir ? dir : "/tmp");
-    int fd = mkstemp(path);
-    if (fd < 0) {
-        perror("fuzz_loader: mkstemp");
-        abort();
-    }
-    close(fd);
-    atexit(cleanup);
+    ctx = fuzz_file_init("fuzz_loader");
     return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    FILE *f = fopen(path, "wb");
-    if (!f) abort();
-    if (size && fwrite(data, 1, size, f) != size) abort();
-    if (fclose(f) != 0) abort();
+    const char *path = fuzz_file_write(data, size);
 
     /* The mode varies with the input, so every mode's layout is fuzzed. */
     const lf_mode mode = (lf_mode)(size % 3);

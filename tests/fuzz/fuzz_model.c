@@ -8,38 +8,15 @@
  * -max_len, e.g.
  *   fuzz_model -max_len=8192 -max_total_time=60 corpus_model_copy/
  */
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
-#include "linformer.h"
+#include "fuzz_file.h"
 
 static lf_context *ctx;
-static char path[4096];
-
-static void cleanup(void)
-{
-    if (path[0]) unlink(path);
-    lf_context_free(ctx);
-}
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-    char msg[1024] = "";
-    if (lf_context_create(NULL, &ctx, msg, sizeof msg) != LF_OK) {
-        fprintf(stderr, "fuzz_model: no OpenCL context: %s\n", msg);
-        abort();
-    }
-    const char *dir = getenv("TMPDIR");
-    snprintf(path, sizeof path, "%s/lf_fuzz_model_XXXXXX", dir && *dir ? dir : "/tmp");
-    int fd = mkstemp(path);
-    if (fd < 0) {
-        perror("fuzz_model: mkstemp");
-        abort();
-    }
-    close(fd);
-    atexit(cleanup);
+    ctx = fuzz_file_init("fuzz_model");
     return 0;
 }
 
@@ -65,10 +42,7 @@ static void forward_once(lf_model *model, const lf_model_info *info)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    FILE *f = fopen(path, "wb");
-    if (!f) abort();
-    if (size && fwrite(data, 1, size, f) != size) abort();
-    if (fclose(f) != 0) abort();
+    const char *path = fuzz_file_write(data, size);
 
     lf_model *model = (lf_model *)0x1;
     lf_status st = lf_model_load(ctx, path, NULL, &model);
