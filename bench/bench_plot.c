@@ -98,7 +98,9 @@ int bench_plot_open(const char *path, bench_plot_files *f, char *err, size_t err
     return -1;
 }
 
-int bench_gnuplot(char *const argv[], int figure, char *err, size_t err_size)
+/* Runs gnuplot with argv (argv[2] the script, argv[3] its data) writing the
+ * figure to the descriptor `figure`, without a shell. */
+static int run_gnuplot(char *const argv[], int figure, char *err, size_t err_size)
 {
     posix_spawn_file_actions_t io;
     posix_spawn_file_actions_init(&io);
@@ -122,22 +124,11 @@ int bench_gnuplot(char *const argv[], int figure, char *err, size_t err_size)
     return 0;
 }
 
-/* gnuplot -c SCRIPT DATA BLOCKS KIND > FIGURE */
-static int run_gnuplot(const char *script, const char *data, int blocks, const char *kind, int figure, char *err,
-                       size_t err_size)
-{
-    char nblocks[16];
-    snprintf(nblocks, sizeof nblocks, "%d", blocks);
-    char *argv[] = {"gnuplot", "-c", (char *)script, (char *)data, nblocks, (char *)kind, NULL};
-    return bench_gnuplot(argv, figure, err, err_size);
-}
-
-/* The data and the built-in plot.gp, put in place; *blocks counts the series. */
-static int write_side_files(bench_plot_files *f, const bench_results *r, int *blocks, char *err, size_t err_size)
+/* The data (already written) and the built-in script `name`, put in place. */
+static int commit_side_files(bench_plot_files *f, const char *name, char *err, size_t err_size)
 {
     const lf_embedded_file *s = lf_bench_scripts;
-    while (s->name && strcmp(s->name, "plot.gp") != 0) s++;
-    *blocks = bench_plot_data(output_file_stream(f->data), r);
+    while (s->name && strcmp(s->name, name) != 0) s++;
     if (s->name) fwrite(s->text, 1, s->size, output_file_stream(f->script));
     output_file *data = f->data, *script = f->script;
     f->data = f->script = NULL;
@@ -147,24 +138,38 @@ static int write_side_files(bench_plot_files *f, const bench_results *r, int *bl
     return rc;
 }
 
-int bench_plot_finish(bench_plot_files *f, const bench_results *r, char *err, size_t err_size)
+int bench_plot_draw(bench_plot_files *f, const char *script_name, int blocks, const char *nothing, char *const extra[],
+                    char *err, size_t err_size)
 {
-    char data[4096], script[4096], figure[4096]; /* the paths outlive their files' handles */
+    char data[4096], script[4096], figure[4096], nblocks[16]; /* the paths outlive their files' handles */
     snprintf(data, sizeof data, "%s", output_file_path(f->data));
     snprintf(script, sizeof script, "%s", output_file_path(f->script));
     snprintf(figure, sizeof figure, "%s", output_file_path(f->figure));
-    int blocks = 0, rc = write_side_files(f, r, &blocks, err, err_size);
-    if (rc == 0 && blocks == 0) rc = -1, snprintf(err, err_size, "nothing to plot: no point was measured");
+    snprintf(nblocks, sizeof nblocks, "%d", blocks);
+    char *argv[16] = {"gnuplot", "-c", script, data, nblocks, (char *)f->kind};
+    char args[512] = "";
+    for (int i = 0, used = 0; extra && extra[i] && i < 9; i++) {
+        argv[6 + i] = extra[i];
+        used += snprintf(args + used, sizeof args - (size_t)used, " %s", extra[i]);
+    }
+    int rc = commit_side_files(f, script_name, err, err_size);
+    if (rc == 0 && blocks <= 0) rc = -1, snprintf(err, err_size, "nothing to plot: %s", nothing);
     if (rc == 0 && !in_path("gnuplot")) {
         snprintf(err, err_size,
                  "gnuplot is not installed (not found in PATH), so %s was not drawn; install it "
-                 "(Debian/Ubuntu: apt-get install gnuplot-nox) and run gnuplot -c %s %s %d %s > %s",
-                 figure, script, data, blocks, f->kind, figure);
+                 "(Debian/Ubuntu: apt-get install gnuplot-nox) and run gnuplot -c %s %s %d %s%s > %s",
+                 figure, script, data, blocks, f->kind, args, figure);
         rc = -1;
     }
-    if (rc == 0) rc = run_gnuplot(script, data, blocks, f->kind, output_file_fd(f->figure), err, err_size);
+    if (rc == 0) rc = run_gnuplot(argv, output_file_fd(f->figure), err, err_size);
     if (rc == 0) rc = output_file_commit(f->figure, err, err_size);
     else output_file_abort(f->figure);
     f->figure = NULL;
     return rc;
+}
+
+int bench_plot_finish(bench_plot_files *f, const bench_results *r, char *err, size_t err_size)
+{
+    const int blocks = bench_plot_data(output_file_stream(f->data), r);
+    return bench_plot_draw(f, "plot.gp", blocks, "no point was measured", NULL, err, err_size);
 }

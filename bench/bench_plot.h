@@ -35,8 +35,14 @@ int bench_plot_finish(bench_plot_files *f, const bench_results *r, char *err, si
 /* Drops all three (an interrupted or failed sweep); a closed set is fine. */
 void bench_plot_abort(bench_plot_files *f);
 
-/* Runs gnuplot with argv (argv[2] the script, argv[3] its data) writing the figure
- * to the descriptor `figure`, without a shell; 0, or -1 with a message naming the data. */
-int bench_gnuplot(char *const argv[], int figure, char *err, size_t err_size);
+/* The drawing step of any figure: the caller has written `blocks` data blocks
+ * to f->data; the data and the built-in script `script_name` are put in place,
+ * then gnuplot -c SCRIPT DATA BLOCKS KIND [extra...] (extra NULL-terminated,
+ * at most 9) draws the figure. No blocks is an error saying `nothing` (e.g.
+ * "no point was measured"). Returns 0, or -1 with a message in err (the data
+ * and script stay, to draw by hand; the old figure is left as it was). Closes
+ * everything. */
+int bench_plot_draw(bench_plot_files *f, const char *script_name, int blocks, const char *nothing, char *const extra[],
+                    char *err, size_t err_size);
 
 #endif

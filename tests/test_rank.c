@@ -415,6 +415,21 @@ static void expect_model_row(const char *line, const lf_ref_layer *layers, doubl
     cr_expect(isfinite(e[0]) && e[0] > 0 && isfinite(e[1]) && e[1] > 0, "row \"%s\"", line);
 }
 
+/* gnuplot drew an SVG figure, and left its data and script beside it. */
+static void expect_figure(const char *svg)
+{
+    char head[64] = "", side[160];
+    FILE *f = fopen(svg, "r");
+    cr_assert_not_null(f, "no figure %s", svg);
+    cr_expect_gt(fread(head, 1, sizeof head - 1, f), 0u);
+    fclose(f);
+    cr_expect(strncmp(head, "<?xml", 5) == 0 && strstr(head, "<svg"), "%s is not SVG: %.40s", svg, head);
+    for (int i = 0; i < 2; i++) {
+        snprintf(side, sizeof side, "%s%s", svg, i ? ".gp" : ".dat");
+        cr_expect_eq(access(side, R_OK), 0, "no %s beside the figure", side);
+    }
+}
+
 Test(rank, every_layer_of_a_model_is_measured_from_its_own_input)
 {
     char model[128], input[128], csv[128], cmd[1024], log[8192], line[1024];
@@ -425,8 +440,12 @@ Test(rank, every_layer_of_a_model_is_measured_from_its_own_input)
     static int64_t tokens[MB * MN];
     const int32_t lengths[MB] = {MN, 9};
     write_token_model(model, input, &ref, layers, &b, tokens, lengths);
-    snprintf(cmd, sizeof cmd, "%s rank --model %s --input %s --k %d,3 --csv %s", LF_TOOL_PATH, model, input, MK, csv);
+    char svg[128];
+    path(svg, "rank.svg");
+    snprintf(cmd, sizeof cmd, "%s rank --model %s --input %s --k %d,3 --csv %s --plot %s", LF_TOOL_PATH, model, input, MK,
+             csv, svg);
     cr_assert_eq(lf_test_system(cmd, log, sizeof log), 0, "%s", log);
+    expect_figure(svg);
     static double inputs[ML][MB * MN * MD];
     for (int l = 0; l < ML; l++) lf_ref_model_layer_input(&ref, l, NULL, tokens, MB, MN, lengths, inputs[l]);
     FILE *f = fopen(csv, "r");
