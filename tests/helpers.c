@@ -121,3 +121,16 @@ float *lf_test_random(size_t count, uint64_t *state, float lo, float hi)
     lf_test_fill(x, count, state, lo, hi);
     return x;
 }
+
+void lf_test_make_dir(char *dir, const char *what)
+{
+    snprintf(dir, 64, "/tmp/lf-%.30s-XXXXXX", what);
+    cr_assert_not_null(mkdtemp(dir), "mkdtemp %s", dir);
+}
+
+void lf_test_remove_dir(const char *dir)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0, "%s", cmd);
+}

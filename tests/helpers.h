@@ -41,6 +41,11 @@ const char *lf_test_tool(void);
 #define LF_SOURCE_DIR lf_test_source_dir()
 #define LF_TOOL_PATH lf_test_tool()
 
+/* A folder of a test's own, /tmp/lf-WHAT-XXXXXX, made in `dir` (64 bytes at
+ * least); and its removal with everything in it. Both fail the test on error. */
+void lf_test_make_dir(char *dir, const char *what);
+void lf_test_remove_dir(const char *dir);
+
 /* Runs the linformer program with `args` (shell words) through lf_test_system. */
 int lf_test_run_tool(const char *args, char *log, size_t log_size);
 

@@ -320,26 +320,13 @@ static void field(const char *line, int col, char *out, size_t size)
     out[len] = 0;
 }
 
-/* A folder of its own for a test's files. */
-static void temp_dir(char *dir)
-{
-    strcpy(dir, "/tmp/lf_bench_XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
-}
-
-static void remove_dir(const char *dir)
-{
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_expect_eq(system(cmd), 0);
-}
 
 #define TINY "--n 16,32 --k 8 --d-model 32 --heads 2 --repeat 1"
 
 Test(program, tiny_sweep_writes_every_file, .timeout = 600)
 {
     char dir[64], cmd[2048], log[8192], path[128];
-    temp_dir(dir);
+    lf_test_make_dir(dir, "bench");
     snprintf(cmd, sizeof cmd, "%s bench " TINY " --seed 18446744073709551615 --csv %s/a.csv --json %s/a.json "
              "--plot %s/a.svg", LF_TOOL_PATH, dir, dir, dir);
     int rc = lf_test_system(cmd, log, sizeof log);
@@ -383,7 +370,7 @@ Test(program, tiny_sweep_writes_every_file, .timeout = 600)
     char *svg = slurp(path);
     cr_expect(strncmp(svg, "<?xml", 5) == 0 && strstr(svg, "<svg"), "--plot a.svg draws SVG: %.40s", svg);
     free(svg);
-    remove_dir(dir);
+    lf_test_remove_dir(dir);
 }
 
 Test(program, bad_option_fails_naming_it)
@@ -417,7 +404,7 @@ Test(program, refuses_before_the_sweep, .timeout = 600)
 Test(program, failed_writes_fail_the_run, .timeout = 600)
 {
     char dir[64], cmd[1024], log[8192], path[128];
-    temp_dir(dir);
+    lf_test_make_dir(dir, "bench");
     snprintf(path, sizeof path, "%s/kept.csv", dir);
     FILE *f = fopen(path, "w");
     cr_assert_not_null(f);
@@ -436,7 +423,7 @@ Test(program, failed_writes_fail_the_run, .timeout = 600)
              LF_TOOL_PATH);
     cr_expect_eq(lf_test_system(cmd, log, sizeof log), 1, "%s", log);
     cr_expect(strstr(log, "--csv") && strstr(log, "/dev/full") && strstr(log, "No space left"), "%s", log);
-    remove_dir(dir);
+    lf_test_remove_dir(dir);
 }
 
 /* A bench point checked against the double-precision reference: the layer and
@@ -476,7 +463,7 @@ Test(program, bench_points_match_the_reference, .timeout = 600)
 Test(program, causal_sweep, .timeout = 600)
 {
     char dir[64], cmd[2048], log[8192], path[128];
-    temp_dir(dir);
+    lf_test_make_dir(dir, "bench");
     snprintf(cmd, sizeof cmd, "%s bench " TINY " --causal --csv %s/c.csv", LF_TOOL_PATH, dir);
     int rc = lf_test_system(cmd, log, sizeof log);
     cr_assert_eq(rc, 0, "%s failed (%d):\n%s", cmd, rc, log);
@@ -493,4 +480,5 @@ Test(program, causal_sweep, .timeout = 600)
     }
     cr_expect_gt(rows, 0);
     free(csv);
+    lf_test_remove_dir(dir);
 }

@@ -289,8 +289,8 @@ static void only_entry(const char *dir, char *out, size_t size)
 
 Test(gemm, tune_stores_and_applies_and_ignores_a_bad_entry, .timeout = 1200)
 {
-    char dir[] = "/tmp/lf-tune-XXXXXX";
-    cr_assert_not_null(mkdtemp(dir));
+    char dir[64];
+    lf_test_make_dir(dir, "tune");
     cr_assert_eq(setenv("LINFORMER_CACHE_DIR", dir, 1), 0);
     lf_context *ctx = backend_context("clblast");
     lf_status st = lf_gemm_tune(ctx, 0.5, count_line, NULL);
@@ -326,7 +326,5 @@ Test(gemm, tune_stores_and_applies_and_ignores_a_bad_entry, .timeout = 1200)
     cr_expect_eq(lf_gemm_tune(ctx, 0.5, NULL, NULL), LF_ERR_IO);
     cr_expect_neq(strstr(lf_context_last_error(ctx), "LINFORMER_CACHE_DIR"), NULL, "%s", lf_context_last_error(ctx));
     lf_context_free(ctx);
-    char cmd[1500];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    lf_test_system(cmd, NULL, 0);
+    lf_test_remove_dir(dir);
 }

@@ -18,17 +18,8 @@
 enum { D = 16, H = 2, DH = D / H };
 
 static char dir[64];
-static void setup(void)
-{
-    strcpy(dir, "/tmp/lf-rank-XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
-}
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    cr_assert_eq(system(cmd), 0);
-}
+static void setup(void) { lf_test_make_dir(dir, "rank"); }
+static void teardown(void) { lf_test_remove_dir(dir); }
 TestSuite(rank, .init = setup, .fini = teardown, .timeout = 600);
 
 /* ---- The reference: P in double from the weights, and a Jacobi SVD ---- */

@@ -16,17 +16,8 @@
 enum { D = 24, H = 3, DH = 8, SEQ = 40, K = 6, B = 3, N = 37 };
 
 static char dir[64];
-static void setup(void)
-{
-    strcpy(dir, "/tmp/lf-run-XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
-}
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    cr_assert_eq(system(cmd), 0);
-}
+static void setup(void) { lf_test_make_dir(dir, "run"); }
+static void teardown(void) { lf_test_remove_dir(dir); }
 TestSuite(run, .init = setup, .fini = teardown, .timeout = 900); /* a cold kernel cache under ASan on 2 busy cores */
 
 /* A LinformerSelfAttention state dict (headwise E, F; no q/k/v biases). */
