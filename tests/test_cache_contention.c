@@ -36,26 +36,15 @@ static const struct { lf_mode mode; lf_path path; } variants[] = {
     {LF_MODE_FLASH, LF_PATH_AUTO}};
 #define VARIANTS (int)(sizeof variants / sizeof variants[0])
 
-static char dir[256];
+static char dir[64];
 
 static void make_dir(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/lf_cache_contention_XXXXXX");
-    cr_assert_not_null(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
+    lf_test_make_dir(dir, "cache-contention");
     setenv("LINFORMER_CACHE_DIR", dir, 1);
 }
 
-static void remove_dir(void)
-{
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char path[600];
-    while ((e = readdir(d)))
-        if (e->d_name[0] != '.') snprintf(path, sizeof path, "%s/%s", dir, e->d_name), unlink(path);
-    closedir(d);
-    rmdir(dir);
-}
+static void remove_dir(void) { lf_test_remove_dir(dir); }
 
 /* Runs every variant with weights and input drawn from `seed` and checks it
  * against the reference. Returns 0, or a code saying what failed; `ctx_out`

@@ -20,34 +20,16 @@
 #define SOFTMAX_OPTS "-DWG=8"
 #define SOFTMAX_NAME "softmax_rows"
 
-static char tmpdir[256];
+static char tmpdir[64];
 
-/* A fresh folder for the test, removed (with what it holds, one level deep) at the end. */
+/* A fresh folder for the test, removed with what it holds at the end. */
 static void make_tmpdir(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/lf-test-program-XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir), "mkdtemp: %s", strerror(errno));
+    lf_test_make_dir(tmpdir, "test-program");
     unsetenv("LINFORMER_KERNEL_DIR");
 }
 
-static void remove_tree(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char path[1024];
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) remove_tree(path);
-        else unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
-static void drop_tmpdir(void) { remove_tree(tmpdir); }
+static void drop_tmpdir(void) { lf_test_remove_dir(tmpdir); }
 
 TestSuite(cache, .init = make_tmpdir, .fini = drop_tmpdir, .timeout = 300);
 TestSuite(build, .init = make_tmpdir, .fini = drop_tmpdir, .timeout = 300);

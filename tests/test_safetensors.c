@@ -604,27 +604,8 @@ Test(safetensors_convert, wrong_kind_is_a_format_error)
 
 static char dir[64];
 
-static void make_dir(void)
-{
-    strcpy(dir, "/tmp/lf_st_test_XXXXXX");
-    cr_assert(mkdtemp(dir) != NULL);
-}
-
-static void remove_dir(void)
-{
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char path[512];
-    while ((e = readdir(d))) {
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            remove(path);
-        }
-    }
-    closedir(d);
-    rmdir(dir);
-}
+static void make_dir(void) { lf_test_make_dir(dir, "safetensors"); }
+static void remove_dir(void) { lf_test_remove_dir(dir); }
 
 static int files_in_dir(void)
 {

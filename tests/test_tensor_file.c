@@ -14,24 +14,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "linformer.h"
+#include "helpers.h"
 
 static char dir[64], path[128], fifo[128];
 
 static void make_dir(void)
 {
-    strcpy(dir, "/tmp/lf_tf_test_XXXXXX");
-    cr_assert(mkdtemp(dir) != NULL);
+    lf_test_make_dir(dir, "tensor-file");
     snprintf(path, sizeof path, "%s/t.safetensors", dir);
     snprintf(fifo, sizeof fifo, "%s/fifo.safetensors", dir);
 }
 
-static void remove_dir(void)
-{
-    remove(path);
-    remove(fifo);
-    rmdir(dir);
-}
+static void remove_dir(void) { lf_test_remove_dir(dir); }
 
 TestSuite(tensor_file, .init = make_dir, .fini = remove_dir);
 
