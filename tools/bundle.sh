@@ -47,9 +47,9 @@ cp "$root/tools/bundle/run-tests.sh" "$out/run-tests.sh"
 cp "$root/tools/bundle/env.sh" "$out/libexec/env.sh"
 # The files the tests read, where helpers.h's LINFORMER_TEST_DATA expects them.
 mkdir -p "$out/tests/data" "$out/tests/fuzz"
-cp -R "$root/tests/data/pytorch" "$out/tests/data/"
-for d in corpus_loader corpus_safetensors regressions; do
-    cp -R "$root/tests/fuzz/$d" "$out/tests/fuzz/"
+cp -R "$root/tests/data/pytorch" "$root/tests/data/models" "$out/tests/data/"
+for d in "$root"/tests/fuzz/corpus_* "$root/tests/fuzz/regressions"; do
+    cp -R "$d" "$out/tests/fuzz/"
 done
 
 # ---- the libraries they load ----

@@ -7,8 +7,9 @@
 #      --icd LIB or LINFORMER_ICD=LIB instead; with the bundled C++ runtime
 #   3. bin/linformer run on a PyTorch fixture, compared with the fixture's y
 #   4. the bundle's tests that read files or run the program (test_arguments,
-#      test_device, test_run, test_pytorch, test_bench: what a move can break;
-#      the others run the same library code as under CTest), and one showing
+#      test_device, test_run, test_pytorch, test_bench, test_model, test_rank:
+#      what a move can break; the others run the same library code as under
+#      CTest), and one showing
 #      that the tests read the bundle's data, not the source tree's.
 #      LF_BUNDLE_TESTS=all runs every test (about 4 minutes here, cold caches).
 # Runs after tools/setup.sh (tools/check.sh calls it after CTest), in about a minute.
@@ -84,7 +85,7 @@ else
 fi
 
 # ---- 4. the tests ----
-if [ "${LF_BUNDLE_TESTS:-}" = all ]; then set --; else set -- arguments device run pytorch bench; fi
+if [ "${LF_BUNDLE_TESTS:-}" = all ]; then set --; else set -- arguments device run pytorch bench model rank; fi
 clean "$b/run-tests.sh" --logs "$work/logs" "$@" || fail "the bundle's tests failed (above)"
 if clean LINFORMER_TEST_DATA="$work/empty" "$b/tests/test_pytorch" --jobs 1 >/dev/null 2>&1; then
     fail "test_pytorch passed without its data: the tests do not read LINFORMER_TEST_DATA"
