@@ -32,12 +32,16 @@ static void random_lengths(int32_t *lens, int batch, int n, uint64_t *rng)
 
 Test(kernels, each_file_compiles_with_its_defaults)
 {
-    static const char *const files[][2] = {{"attention.cl", "attention_tiled"}, {"softmax.cl", "softmax_rows"},
-                                           {"seq_project.cl", "seq_project_window"}, {"elementwise.cl", "bias_rows"}};
+    /* file, kernel, the one option a variant needs (attention.cl's CPU variant: QB) */
+    static const char *const files[][3] = {{"attention.cl", "attention_tiled", ""},
+                                           {"attention.cl", "attention_tiled", "-DQB=16"},
+                                           {"softmax.cl", "softmax_rows", ""},
+                                           {"seq_project.cl", "seq_project_window", ""},
+                                           {"elementwise.cl", "bias_rows", ""}};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         cl_kernel k = NULL;
-        cr_expect_eq(lf__kernel(ctx, files[i][0], "", files[i][1], &k), LF_OK, "%s: %s", files[i][0],
-                     lf_context_last_error(ctx));
+        cr_expect_eq(lf__kernel(ctx, files[i][0], files[i][2], files[i][1], &k), LF_OK, "%s %s: %s", files[i][0],
+                     files[i][2], lf_context_last_error(ctx));
     }
 }
 
@@ -201,6 +205,7 @@ typedef struct {
     int batch, n, keys, heads, kv_heads, dh; /* keys 0 = the sequence's own (flash) */
     int tile_keys;
     size_t tile_queries;
+    int query_block; /* 1: the local-memory kernel; more: the CPU variant */
 } tiled_case;
 
 static void tiled_ref(const tiled_case *t, const float *q, const float *k, const float *v, const int32_t *lens,
@@ -248,12 +253,12 @@ static void tiled_run(const tiled_case *t, uint64_t *rng)
         .v = {vb, 0, kd, (size_t)key_rows * kd}, .o = {ob, 0, qd, (size_t)t->n * qd}, .lengths = lb,
         .batch = t->batch, .n_rows = t->n, .key_count = t->keys, .heads = t->heads, .kv_heads = t->kv_heads,
         .d_head = t->dh, .scale = (float)(1.0 / sqrt((double)t->dh)), .tile_keys = t->tile_keys,
-        .tile_queries = t->tile_queries};
+        .tile_queries = t->tile_queries, .query_block = t->query_block};
     cr_assert_eq(lf__launch_attention_tiled(ctx, &a, NULL), LF_OK, "%s", lf_context_last_error(ctx));
     lf_test_download(ctx, ob, out, qc);
     tiled_ref(t, q, k, v, lens, ref);
-    cr_expect_leq(lf_test_rel_err(out, ref, qc), TOL, "attention_tiled n %d keys %d heads %d/%d dh %d TK %d TQ %zu",
-                  t->n, t->keys, t->heads, t->kv_heads, t->dh, t->tile_keys, t->tile_queries);
+    cr_expect_leq(lf_test_rel_err(out, ref, qc), TOL, "attention_tiled n %d keys %d heads %d/%d dh %d TK %d TQ %zu QB %d",
+                  t->n, t->keys, t->heads, t->kv_heads, t->dh, t->tile_keys, t->tile_queries, t->query_block);
     lf__release(&qb), lf__release(&kb), lf__release(&vb), lf__release(&lb), lf__release(&ob);
     free(q), free(k), free(v), free(out), free(ref);
 }
@@ -262,12 +267,12 @@ Test(kernels, attention_tiled_grid)
 {
     uint64_t rng = lf_test_seed();
     static const int shapes[][3] = {{1, 0, 4}, {7, 0, 24}, {173, 0, 16}, {65, 19, 24}, {33, 1, 5}, {40, 33, 64}};
-    static const int tiles[][2] = {{32, 64}, {5, 7}, {1, 1}};
+    static const int tiles[][3] = {{32, 64, 1}, {5, 7, 1}, {1, 1, 1}, {32, 4, 16}, {5, 3, 8}, {1, 2, 4}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++)
             for (int kvh = 1; kvh <= 3; kvh += 2) {
                 const tiled_case c = {2, shapes[i][0], shapes[i][1], 3, kvh, shapes[i][2], tiles[t][0],
-                                      (size_t)tiles[t][1]};
+                                      (size_t)tiles[t][1], tiles[t][2]};
                 tiled_run(&c, &rng);
             }
 }
