@@ -184,7 +184,10 @@ typedef CAT(float, QB) qvec; /* one value of each of the work-item's queries */
 typedef CAT(int, QB) qint;
 #define LOADQ(p) CAT(vload, QB)(0, (p))
 #define STOREQ(x, p) CAT(vstore, QB)((x), 0, (p))
-#define KB 8 /* keys one pass over DH takes at once, each in its own register */
+/* Keys one pass over DH takes at once, each in its own register. The loops
+ * over them are unrolled by pragma: PoCL otherwise keeps them rolled, with one
+ * accumulator that goes through memory at every step (2x slower). */
+#define KB 8
 constant int lane_index[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 
 /* s[j] = scores of the lanes' queries (qt[d][lane], already scaled) against
@@ -194,12 +197,14 @@ INLINE void scores(const float (*qt)[QB], const global float *kb, int k_ld, int 
     for (int jb = 0; jb < tk; jb += KB) {
         const global float *kr[KB];
         qvec acc[KB];
+        #pragma unroll
         for (int u = 0; u < KB; u++) {
             kr[u] = kb + (ulong)(j0 + min(jb + u, tk - 1)) * k_ld; /* past tk: a repeat, never kept */
             acc[u] = (qvec)0.0f;
         }
         for (int d = 0; d < DH; d++) {
             const qvec qd = LOADQ(qt[d]);
+            #pragma unroll
             for (int u = 0; u < KB; u++) acc[u] = fma(qd, (qvec)kr[u][d], acc[u]);
         }
         for (int u = 0; u < KB && jb + u < tk; u++) s[jb + u] = acc[u];
@@ -216,6 +221,7 @@ INLINE void accumulate(float (*ot)[QB], qvec corr, const qvec *p, const qint *va
         const global float *vr[KB];
         qvec pu[KB];
         qint ok[KB];
+        #pragma unroll
         for (int u = 0; u < KB; u++) {
             const int j = min(jb + u, tk - 1);
             vr[u] = vb + (ulong)(j0 + j) * v_ld;
@@ -225,6 +231,7 @@ INLINE void accumulate(float (*ot)[QB], qvec corr, const qvec *p, const qint *va
         const qvec scale = jb == 0 ? corr : (qvec)1.0f;
         for (int d = 0; d < DH; d++) {
             qvec acc = LOADQ(ot[d]) * scale;
+            #pragma unroll
             for (int u = 0; u < KB; u++) {
 #if CAUSAL
                 acc = select(acc, fma(pu[u], (qvec)vr[u][d], acc), ok[u]);
