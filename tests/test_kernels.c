@@ -11,6 +11,7 @@
 
 #include "helpers.h"
 #include "launch.h"
+#include "plan.h"
 #include "reference.h"
 
 #define TOL 1e-5
@@ -300,7 +301,8 @@ static void tiled_run(const tiled_case *t, uint64_t *rng)
 Test(kernels, attention_tiled_grid)
 {
     uint64_t rng = lf_test_seed();
-    static const int shapes[][3] = {{1, 0, 4}, {7, 0, 24}, {173, 0, 16}, {65, 19, 24}, {33, 1, 5}, {40, 33, 64}};
+    static const int shapes[][3] = {{1, 0, 4}, {7, 0, 24}, {173, 0, 16}, {65, 19, 24}, {33, 1, 5}, {40, 33, 64},
+                                    {21, 6, LF_MAX_DH_TILED}};
     static const int tiles[][3] = {{32, 64, 1}, {5, 7, 1}, {1, 1, 1}, {32, 4, 16}, {5, 3, 8}, {1, 2, 4}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++)
