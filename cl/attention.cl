@@ -46,7 +46,7 @@
 #define CAUSAL 0 /* 1: each query sees only the keys before it (see above) */
 #endif
 #ifndef QB
-#define QB 1 /* queries per work-item: 1, or 4, 8, 16 for the CPU variant below */
+#define QB 1 /* queries per work-item: 1, or a vector width up to 16 for the CPU variant below */
 #endif
 #if VW == 4
 typedef float4 vec;
@@ -212,21 +212,26 @@ INLINE void scores(const float (*qt)[QB], const global float *kb, int k_ld, int 
 }
 
 /* ot = ot corr + sum_j p[j] v[j0 + j], over value rows j0 .. j0 + tk - 1.
- * Causal: a lane adds only the rows valid for it, so that a NaN or inf in a
- * value it must not see cannot reach it through 0 * inf. */
+ * Without CAUSAL every lane takes every row (rows past a length are cleared
+ * at the end); with it a lane adds only its valid rows, so that a NaN or inf
+ * in a value it must not see cannot reach it through 0 * inf. */
 INLINE void accumulate(float (*ot)[QB], qvec corr, const qvec *p, const qint *valid, const global float *vb,
                        int v_ld, int j0, int tk)
 {
     for (int jb = 0; jb < tk; jb += KB) {
         const global float *vr[KB];
         qvec pu[KB];
+#if CAUSAL
         qint ok[KB];
+#endif
         #pragma unroll
         for (int u = 0; u < KB; u++) {
             const int j = min(jb + u, tk - 1);
             vr[u] = vb + (ulong)(j0 + j) * v_ld;
-            pu[u] = jb + u < tk ? p[j] : (qvec)0.0f; /* a repeated row weighs 0; it is valid, so finite or ours */
+            pu[u] = jb + u < tk ? p[j] : (qvec)0.0f; /* past tk: a repeated row, weighing 0 */
+#if CAUSAL
             ok[u] = jb + u < tk ? valid[j] : (qint)0;
+#endif
         }
         const qvec scale = jb == 0 ? corr : (qvec)1.0f;
         for (int d = 0; d < DH; d++) {
@@ -253,12 +258,12 @@ INLINE void sweep(const float (*qt)[QB], float (*ot)[QB], qvec *m, qvec *l, cons
     for (int j0 = j_begin; j0 < j_end; j0 += TK) {
         const int tk = min(TK, j_end - j0);
         qvec s[TK];
-        qint valid[TK];
+        qint valid[TK]; /* causal only: which lanes take key j0 + j */
         scores(qt, kb, k_ld, j0, tk, s);
         qvec tile_max = (qvec)(-INFINITY);
         for (int j = 0; j < tk; j++) {
-            valid[j] = ((qint)(j0 + j) >= lo) & ((qint)(j0 + j) < hi);
 #if CAUSAL
+            valid[j] = ((qint)(j0 + j) >= lo) & ((qint)(j0 + j) < hi);
             s[j] = select((qvec)(-INFINITY), s[j], valid[j]);
 #endif
             tile_max = fmax(tile_max, s[j]);
@@ -285,7 +290,6 @@ kernel void attention_tiled(ATTENTION_ARGS)
     const int nk = key_count > 0 ? key_count : len;
     const int hk = h / (heads / kv_heads);
     const int live = clamp(min(len, n_rows) - i0, 0, QB); /* lanes 0 .. live - 1 are rows to attend */
-    const qint rows = i0 + CAT(vload, QB)(0, lane_index);
     const global float *kb = kk + k_off + b * k_bstride + hk * DH;
     const global float *vb = vv + v_off + b * v_bstride + hk * DH;
 
@@ -301,6 +305,7 @@ kernel void attention_tiled(ATTENTION_ARGS)
 #if !CAUSAL
     sweep(qt, ot, &m, &l, kb, k_ld, vb, v_ld, 0, live > 0 ? nk : 0, (qint)0, (qint)nk);
 #else
+    const qint rows = i0 + CAT(vload, QB)(0, lane_index); /* each lane's query */
     const int last = i0 + live - 1;          /* the last row to attend */
     const qint alive = rows < (qint)len;     /* rows at or past len see nothing */
     const qint upto = select((qint)0, rows + 1, alive);
