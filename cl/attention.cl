@@ -24,8 +24,9 @@
  * reads keys and values straight from global memory (they stay in cache): no
  * local memory, no barriers, and every key element is loaded once for QB
  * queries and broadcast across the lanes, so the compiler's vectors are full
- * whatever DH is. Global: (ceil(rows / QB) rounded up to TQ, heads, batch),
- * local (TQ, 1, 1).
+ * whatever DH is. Global: (ceil(rows / QB) rounded up to local[0], heads,
+ * batch), local of TQ work-items in all, across heads where they divide
+ * them (the kernel reads only global ids).
  */
 
 /* Build parameters (the layer's plan sets them; these defaults let the file

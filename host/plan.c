@@ -153,7 +153,7 @@ static void query_tiles(const lf_device_info *dev, int *query_block, size_t *til
 {
     const bool cpu = dev->type == LF_DEVICE_CPU;
     *query_block = cpu ? 16 : 1;
-    *tile_queries = cpu ? 4 : 64;
+    *tile_queries = cpu ? 8 : 64; /* on a CPU, work-items across heads (launch.c) */
 }
 
 lf_status lf__plan_resolve(const lf_attention_config *cfg, const lf_device_info *device, bool has_shared,
