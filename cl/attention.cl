@@ -18,6 +18,15 @@
  *
  * q[b, i, h*DH + d] at q + q_off + b*q_bstride + i*q_ld, likewise k, v, o, sk, sv.
  * Global: (rows rounded up to TQ, heads, batch), local (TQ, 1, 1).
+ *
+ * With QB > 1 (the CPU variant, chosen by the plan for CPU devices) a
+ * work-item owns QB consecutive queries instead, one per lane of a vector, and
+ * reads keys and values straight from global memory (they stay in cache): no
+ * local memory, no barriers, and every key element is loaded once for QB
+ * queries and broadcast across the lanes, so the compiler's vectors are full
+ * whatever DH is. Global: (ceil(rows / QB) rounded up to local[0], heads,
+ * batch), local of TQ work-items in all, across heads where they divide
+ * them (the kernel reads only global ids).
  */
 
 /* Build parameters (the layer's plan sets them; these defaults let the file
@@ -37,6 +46,9 @@
 #ifndef CAUSAL
 #define CAUSAL 0 /* 1: each query sees only the keys before it (see above) */
 #endif
+#ifndef QB
+#define QB 1 /* queries per work-item: 1, or a vector width up to 16 for the CPU variant below */
+#endif
 #if VW == 4
 typedef float4 vec;
 #define LOADV(i, p) vload4((i), (p))
@@ -48,9 +60,22 @@ typedef float vec;
 #endif
 #define DV (DH / VW) /* vectors per row */
 
+/* The arguments of both variants (see the launcher, host/launch.c). */
+#define ATTENTION_ARGS \
+    global const float *q, ulong q_off, int q_ld, ulong q_bstride, \
+    global const float *kk, ulong k_off, int k_ld, ulong k_bstride, \
+    global const float *vv, ulong v_off, int v_ld, ulong v_bstride, \
+    global float *o, ulong o_off, int o_ld, ulong o_bstride, \
+    global const float *sk, ulong sk_off, int sk_ld, ulong sk_bstride, \
+    global const float *sv, ulong sv_off, int sv_ld, ulong sv_bstride, \
+    global const int *lengths, int n_rows, int key_count, int heads, \
+    int kv_heads, float scale, int window
+
 /* Both helpers are inlined by force: as calls they cost PoCL about 10% of the
  * kernel's time (its work-item loops keep less in registers). */
 #define INLINE static inline __attribute__((always_inline))
+
+#if QB == 1 /* ---- one query a work-item, key tiles staged in local memory ---- */
 
 /* Stages rows [j0, j0 + tk) of keys and values in local memory; every
  * work-item of the group takes part. */
@@ -90,14 +115,7 @@ INLINE void fold(local const vec (*kt)[DV], local const vec (*vt)[DV], int jmin,
     *m = m_new;
 }
 
-kernel void attention_tiled(global const float *q, ulong q_off, int q_ld, ulong q_bstride,
-                            global const float *kk, ulong k_off, int k_ld, ulong k_bstride,
-                            global const float *vv, ulong v_off, int v_ld, ulong v_bstride,
-                            global float *o, ulong o_off, int o_ld, ulong o_bstride,
-                            global const float *sk, ulong sk_off, int sk_ld, ulong sk_bstride,
-                            global const float *sv, ulong sv_off, int sv_ld, ulong sv_bstride,
-                            global const int *lengths, int n_rows, int key_count, int heads,
-                            int kv_heads, float scale, int window)
+kernel void attention_tiled(ATTENTION_ARGS)
 {
     local vec kt[TK][DV];
     local vec vt[TK][DV];
@@ -158,3 +176,157 @@ kernel void attention_tiled(global const float *q, ulong q_off, int q_ld, ulong 
     const float inv = (live && l > 0.0f) ? 1.0f / l : 0.0f;
     for (int d = 0; d < DV; d++) STOREV(acc[d] * inv, d, orow);
 }
+
+#else /* ---- QB > 1: the CPU variant, QB queries a work-item, one a lane ---- */
+
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
+typedef CAT(float, QB) qvec; /* one value of each of the work-item's queries */
+typedef CAT(int, QB) qint;
+#define LOADQ(p) CAT(vload, QB)(0, (p))
+#define STOREQ(x, p) CAT(vstore, QB)((x), 0, (p))
+/* Keys one pass over DH takes at once, each in its own register. The loops
+ * over them are unrolled by pragma: PoCL otherwise keeps them rolled, with one
+ * accumulator that goes through memory at every step (2x slower). */
+#define KB 8
+constant int lane_index[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+
+/* s[j] = scores of the lanes' queries (qt[d][lane], already scaled) against
+ * key rows j0 .. j0 + tk - 1. */
+INLINE void scores(const float (*qt)[QB], const global float *kb, int k_ld, int j0, int tk, qvec *s)
+{
+    for (int jb = 0; jb < tk; jb += KB) {
+        const global float *kr[KB];
+        qvec acc[KB];
+        #pragma unroll
+        for (int u = 0; u < KB; u++) {
+            kr[u] = kb + (ulong)(j0 + min(jb + u, tk - 1)) * k_ld; /* past tk: a repeat, never kept */
+            acc[u] = (qvec)0.0f;
+        }
+        for (int d = 0; d < DH; d++) {
+            const qvec qd = LOADQ(qt[d]);
+            #pragma unroll
+            for (int u = 0; u < KB; u++) acc[u] = fma(qd, (qvec)kr[u][d], acc[u]);
+        }
+        for (int u = 0; u < KB && jb + u < tk; u++) s[jb + u] = acc[u];
+    }
+}
+
+/* ot = ot corr + sum_j p[j] v[j0 + j], over value rows j0 .. j0 + tk - 1.
+ * Without CAUSAL every lane takes every row (rows past a length are cleared
+ * at the end); with it a lane adds only its valid rows, so that a NaN or inf
+ * in a value it must not see cannot reach it through 0 * inf. */
+INLINE void accumulate(float (*ot)[QB], qvec corr, const qvec *p, const qint *valid, const global float *vb,
+                       int v_ld, int j0, int tk)
+{
+    for (int jb = 0; jb < tk; jb += KB) {
+        const global float *vr[KB];
+        qvec pu[KB];
+#if CAUSAL
+        qint ok[KB];
+#endif
+        #pragma unroll
+        for (int u = 0; u < KB; u++) {
+            const int j = min(jb + u, tk - 1);
+            vr[u] = vb + (ulong)(j0 + j) * v_ld;
+            pu[u] = jb + u < tk ? p[j] : (qvec)0.0f; /* past tk: a repeated row, weighing 0 */
+#if CAUSAL
+            ok[u] = jb + u < tk ? valid[j] : (qint)0;
+#endif
+        }
+        const qvec scale = jb == 0 ? corr : (qvec)1.0f;
+        for (int d = 0; d < DH; d++) {
+            qvec acc = LOADQ(ot[d]) * scale;
+            #pragma unroll
+            for (int u = 0; u < KB; u++) {
+#if CAUSAL
+                acc = select(acc, fma(pu[u], (qvec)vr[u][d], acc), ok[u]);
+#else
+                acc = fma(pu[u], (qvec)vr[u][d], acc);
+#endif
+            }
+            STOREQ(acc, ot[d]);
+        }
+    }
+}
+
+/* Folds keys j_begin .. j_end - 1 into each lane's running max m, sum l and
+ * weighted values ot (an online softmax); with CAUSAL, lane x takes key j
+ * only when lo[x] <= j < hi[x]. */
+INLINE void sweep(const float (*qt)[QB], float (*ot)[QB], qvec *m, qvec *l, const global float *kb, int k_ld,
+                  const global float *vb, int v_ld, int j_begin, int j_end, qint lo, qint hi)
+{
+    for (int j0 = j_begin; j0 < j_end; j0 += TK) {
+        const int tk = min(TK, j_end - j0);
+        qvec s[TK];
+        qint valid[TK]; /* causal only: which lanes take key j0 + j */
+        scores(qt, kb, k_ld, j0, tk, s);
+        qvec tile_max = (qvec)(-INFINITY);
+        for (int j = 0; j < tk; j++) {
+#if CAUSAL
+            valid[j] = ((qint)(j0 + j) >= lo) & ((qint)(j0 + j) < hi);
+            s[j] = select((qvec)(-INFINITY), s[j], valid[j]);
+#endif
+            tile_max = fmax(tile_max, s[j]);
+        }
+        const qvec m_new = fmax(*m, tile_max);
+        /* a lane with no key yet keeps m = -inf: subtract 0 there (exp(-inf - -inf) is NaN) */
+        const qvec base = select(m_new, (qvec)0.0f, m_new == (qvec)(-INFINITY));
+        const qvec corr = exp(*m - base);
+        *l *= corr;
+        for (int j = 0; j < tk; j++) {
+            s[j] = exp(s[j] - base);
+            *l += s[j];
+        }
+        accumulate(ot, corr, s, valid, vb, v_ld, j0, tk);
+        *m = m_new;
+    }
+}
+
+kernel void attention_tiled(ATTENTION_ARGS)
+{
+    const int i0 = get_global_id(0) * QB, h = get_global_id(1), b = get_global_id(2);
+    if (i0 >= n_rows) return;
+    const int len = lengths[b];
+    const int nk = key_count > 0 ? key_count : len;
+    const int hk = h / (heads / kv_heads);
+    const int live = clamp(min(len, n_rows) - i0, 0, QB); /* lanes 0 .. live - 1 are rows to attend */
+    const global float *kb = kk + k_off + b * k_bstride + hk * DH;
+    const global float *vb = vv + v_off + b * v_bstride + hk * DH;
+
+    float qt[DH][QB], ot[DH][QB]; /* [d][lane]: a lane's row is a column */
+    for (int x = 0; x < QB; x++) {
+        const global float *qrow = q + q_off + b * q_bstride + (ulong)min(i0 + x, n_rows - 1) * q_ld + h * DH;
+        for (int d = 0; d < DH; d++) {
+            qt[d][x] = x < live ? qrow[d] * scale : 0.0f;
+            ot[d][x] = 0.0f;
+        }
+    }
+    qvec m = (qvec)(-INFINITY), l = (qvec)0.0f;
+#if !CAUSAL
+    sweep(qt, ot, &m, &l, kb, k_ld, vb, v_ld, 0, live > 0 ? nk : 0, (qint)0, (qint)nk);
+#else
+    const qint rows = i0 + CAT(vload, QB)(0, lane_index); /* each lane's query */
+    const int last = i0 + live - 1;          /* the last row to attend */
+    const qint alive = rows < (qint)len;     /* rows at or past len see nothing */
+    const qint upto = select((qint)0, rows + 1, alive);
+    if (key_count > 0) { /* linformer: the slots j < i / w, then its own window's keys up to itself */
+        sweep(qt, ot, &m, &l, kb, k_ld, vb, v_ld, 0, live > 0 ? last / window : 0, (qint)0,
+              select((qint)0, rows / window, alive));
+        const global float *skb = sk + sk_off + b * sk_bstride + hk * DH;
+        const global float *svb = sv + sv_off + b * sv_bstride + hk * DH;
+        sweep(qt, ot, &m, &l, skb, sk_ld, svb, sv_ld, i0 / window * window, live > 0 ? last + 1 : 0,
+              rows / window * window, upto);
+    } else { /* flash: keys 0 .. i */
+        sweep(qt, ot, &m, &l, kb, k_ld, vb, v_ld, 0, live > 0 ? last + 1 : 0, (qint)0, upto);
+    }
+#endif
+    float lsum[QB];
+    STOREQ(l, lsum);
+    for (int x = 0; x < QB && i0 + x < n_rows; x++) {
+        global float *orow = o + o_off + b * o_bstride + (ulong)(i0 + x) * o_ld + h * DH;
+        const float inv = lsum[x] > 0.0f ? 1.0f / lsum[x] : 0.0f;
+        for (int d = 0; d < DH; d++) orow[d] = x < live ? ot[d][x] * inv : 0.0f; /* dead lanes summed junk */
+    }
+}
+#endif

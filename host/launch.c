@@ -29,11 +29,24 @@ static lf_status set_args(lf_context *ctx, cl_kernel k, const char *what, const 
 
 static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
+/* Work-group of the attention kernel's CPU variant, tq work-items: as many
+ * heads of the same queries as divide the head count, so that one group
+ * reads the same rows of Q and writes the same rows of O (their cache lines
+ * and pages) rather than a row apiece in every head's pass. */
+static void cpu_group(size_t tq, int heads, size_t local[3])
+{
+    size_t hg = 1;
+    for (size_t g = 2; g <= tq; g++)
+        if (heads % (int)g == 0) hg = g;
+    local[0] = tq / hg, local[1] = hg, local[2] = 1;
+}
+
 lf_status lf__launch_attention_tiled(lf_context *ctx, const lf_attention_tiled_args *a, lf_timeline *t)
 {
-    char opts[96];
-    snprintf(opts, sizeof opts, "-DDH=%d -DTK=%d -DVW=%d -DCAUSAL=%d", a->d_head, a->tile_keys,
-             a->d_head % 4 == 0 ? 4 : 1, a->causal);
+    char opts[128];
+    const int blk = a->query_block > 1 ? a->query_block : 1;
+    snprintf(opts, sizeof opts, "-DDH=%d -DTK=%d -DVW=%d -DCAUSAL=%d -DQB=%d", a->d_head, a->tile_keys,
+             a->d_head % 4 == 0 ? 4 : 1, a->causal, blk);
     cl_kernel k;
     size_t tq = 1;
     LF_TRY(lf__kernel_sized(ctx, "attention.cl", opts, "attention_tiled", "TQ", a->tile_queries, 1, &k, &tq));
@@ -48,8 +61,10 @@ lf_status lf__launch_attention_tiled(lf_context *ctx, const lf_attention_tiled_a
                          ARG(sk.buf), ARG(sko), ARG(sk.ld), ARG(skb), ARG(sv.buf), ARG(svo), ARG(sv.ld), ARG(svb),
                          ARG(a->lengths), ARG(a->n_rows), ARG(a->key_count), ARG(a->heads), ARG(a->kv_heads),
                          ARG(a->scale), ARG(window))));
-    const size_t local[3] = {tq, 1, 1};
-    const size_t global[3] = {round_up((size_t)a->n_rows, tq), (size_t)a->heads, (size_t)a->batch};
+    size_t local[3] = {tq, 1, 1};
+    if (blk > 1) cpu_group(tq, a->heads, local);
+    const size_t items = ((size_t)a->n_rows + blk - 1) / blk;
+    const size_t global[3] = {round_up(items, local[0]), (size_t)a->heads, (size_t)a->batch};
     return lf__launch(ctx, k, "attention_tiled", 3, global, local, t);
 }
 

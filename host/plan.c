@@ -145,6 +145,17 @@ static int tile_keys(int dh, const lf_device_info *dev)
     return tk;
 }
 
+/* Queries of the attention kernel. A GPU takes one query a work-item, 64 a
+ * group, sharing key tiles in local memory; a CPU device takes the kernel's
+ * CPU variant, QB queries a work-item as the lanes of one vector, which its
+ * compiler cannot otherwise build from the work-items of a group (bench/NOTES.md). */
+static void query_tiles(const lf_device_info *dev, int *query_block, size_t *tile_queries)
+{
+    const bool cpu = dev->type == LF_DEVICE_CPU;
+    *query_block = cpu ? 16 : 1;
+    *tile_queries = cpu ? 8 : 64; /* on a CPU, work-items across heads (launch.c) */
+}
+
 lf_status lf__plan_resolve(const lf_attention_config *cfg, const lf_device_info *device, bool has_shared,
                            lf_plan *plan, char *msg, size_t msg_size)
 {
@@ -177,7 +188,7 @@ lf_status lf__plan_resolve(const lf_attention_config *cfg, const lf_device_info 
     if (!p->linformer) c->path = LF_PATH_AUTO;
     p->tiled = c->mode == LF_MODE_FLASH || (p->linformer && c->path == LF_PATH_FUSED);
     p->tile_keys = tile_keys(p->dh, device);
-    p->tile_queries = 64;
+    query_tiles(device, &p->query_block, &p->tile_queries);
     p->softmax_group = 256;
     layout_weights(p);
     return LF_OK;

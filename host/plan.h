@@ -47,8 +47,9 @@ typedef struct {
     size_t buf_floats[LF_BUF_COUNT];
     lf_weight_slot weights[LF_W_COUNT];
     /* kernel parameters (the -D options of cl/attention.cl and cl/softmax.cl) */
-    int tile_keys;           /* TK: keys staged in local memory at once */
-    size_t tile_queries;     /* TQ wanted: queries of one work-group (the device may allow fewer) */
+    int tile_keys;           /* TK: keys of one tile (staged in local memory, but for the CPU variant) */
+    size_t tile_queries;     /* TQ wanted: work-items of one work-group (the device may allow fewer) */
+    int query_block;         /* QB: queries of one work-item (1, or the CPU variant's vector width) */
     size_t softmax_group;    /* WG wanted for softmax_rows */
 } lf_plan;
 

@@ -11,6 +11,7 @@
 
 #include "helpers.h"
 #include "launch.h"
+#include "plan.h"
 #include "reference.h"
 
 #define TOL 1e-5
@@ -32,12 +33,16 @@ static void random_lengths(int32_t *lens, int batch, int n, uint64_t *rng)
 
 Test(kernels, each_file_compiles_with_its_defaults)
 {
-    static const char *const files[][2] = {{"attention.cl", "attention_tiled"}, {"softmax.cl", "softmax_rows"},
-                                           {"seq_project.cl", "seq_project_window"}, {"elementwise.cl", "bias_rows"}};
+    /* file, kernel, the one option a variant needs (attention.cl's CPU variant: QB) */
+    static const char *const files[][3] = {{"attention.cl", "attention_tiled", ""},
+                                           {"attention.cl", "attention_tiled", "-DQB=16"},
+                                           {"softmax.cl", "softmax_rows", ""},
+                                           {"seq_project.cl", "seq_project_window", ""},
+                                           {"elementwise.cl", "bias_rows", ""}};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         cl_kernel k = NULL;
-        cr_expect_eq(lf__kernel(ctx, files[i][0], "", files[i][1], &k), LF_OK, "%s: %s", files[i][0],
-                     lf_context_last_error(ctx));
+        cr_expect_eq(lf__kernel(ctx, files[i][0], files[i][2], files[i][1], &k), LF_OK, "%s %s: %s", files[i][0],
+                     files[i][2], lf_context_last_error(ctx));
     }
 }
 
@@ -201,30 +206,57 @@ typedef struct {
     int batch, n, keys, heads, kv_heads, dh; /* keys 0 = the sequence's own (flash) */
     int tile_keys;
     size_t tile_queries;
+    int query_block; /* 1: the local-memory kernel; more: the CPU variant */
+    bool causal;     /* Linformer (keys > 0): windows of ceil(n / keys) positions */
 } tiled_case;
 
-static void tiled_ref(const tiled_case *t, const float *q, const float *k, const float *v, const int32_t *lens,
-                      double *o)
+typedef struct {
+    const float *q, *k, *v, *sk, *sv; /* sk, sv: the sequence's own keys and values, causal Linformer */
+    const int32_t *lens;
+} tiled_inputs;
+
+/* The rows query i of sequence b, head h attends to, by the rules of
+ * attention.cl's header; returns their count. */
+static int tiled_rows(const tiled_case *t, const tiled_inputs *in, int b, int h, int i, const float **kr,
+                      const float **vr)
 {
-    const int qd = t->heads * t->dh, kd = t->kv_heads * t->dh;
-    const int key_rows = t->keys ? t->keys : t->n;
+    const int kd = t->kv_heads * t->dh, key_rows = t->keys ? t->keys : t->n, len = in->lens[b];
+    const size_t off = (size_t)(h / (t->heads / t->kv_heads)) * t->dh;
+    if (i >= len) return 0;
+    const int w = t->keys ? (t->n + t->keys - 1) / t->keys : 1;
+    const int slots = !t->keys ? (t->causal ? i + 1 : len) : t->causal ? i / w : t->keys;
+    int count = 0;
+    for (int j = 0; j < slots; j++, count++) {
+        kr[count] = in->k + ((size_t)b * key_rows + j) * kd + off;
+        vr[count] = in->v + ((size_t)b * key_rows + j) * kd + off;
+    }
+    if (t->keys && t->causal)
+        for (int j = i / w * w; j <= i; j++, count++) {
+            kr[count] = in->sk + ((size_t)b * t->n + j) * kd + off;
+            vr[count] = in->sv + ((size_t)b * t->n + j) * kd + off;
+        }
+    return count;
+}
+
+static void tiled_ref(const tiled_case *t, const tiled_inputs *in, double *o)
+{
+    const int qd = t->heads * t->dh;
     double s[512], p[512];
+    const float *kr[512], *vr[512];
     for (int b = 0; b < t->batch; b++)
         for (int h = 0; h < t->heads; h++)
             for (int i = 0; i < t->n; i++) {
-                const int nk = i < lens[b] ? (t->keys ? t->keys : lens[b]) : 0;
-                const int hk = h / (t->heads / t->kv_heads);
+                const float *qr = in->q + ((size_t)b * t->n + i) * qd + h * t->dh;
+                const int nk = tiled_rows(t, in, b, h, i, kr, vr);
                 for (int j = 0; j < nk; j++) {
                     double dot = 0;
-                    for (int d = 0; d < t->dh; d++)
-                        dot += (double)q[((size_t)b * t->n + i) * qd + h * t->dh + d] *
-                               k[((size_t)b * key_rows + j) * kd + hk * t->dh + d];
+                    for (int d = 0; d < t->dh; d++) dot += (double)qr[d] * kr[j][d];
                     s[j] = dot / sqrt((double)t->dh);
                 }
                 if (nk) lf_ref_softmax(s, nk, nk, p);
                 for (int d = 0; d < t->dh; d++) {
                     double acc = 0;
-                    for (int j = 0; j < nk; j++) acc += p[j] * v[((size_t)b * key_rows + j) * kd + hk * t->dh + d];
+                    for (int j = 0; j < nk; j++) acc += p[j] * vr[j][d];
                     o[((size_t)b * t->n + i) * qd + h * t->dh + d] = acc;
                 }
             }
@@ -234,40 +266,50 @@ static void tiled_run(const tiled_case *t, uint64_t *rng)
 {
     const int qd = t->heads * t->dh, kd = t->kv_heads * t->dh, key_rows = t->keys ? t->keys : t->n;
     const size_t qc = (size_t)t->batch * t->n * qd, kc = (size_t)t->batch * key_rows * kd;
+    const size_t sc = (size_t)t->batch * t->n * kd;
     float *q = lf_test_random(qc, rng, -1.0f, 1.0f), *k = lf_test_random(kc, rng, -1.0f, 1.0f);
     float *v = lf_test_random(kc, rng, -1.0f, 1.0f), *out = malloc(qc * sizeof *out);
+    float *sk = lf_test_random(sc, rng, -1.0f, 1.0f), *sv = lf_test_random(sc, rng, -1.0f, 1.0f);
     double *ref = malloc(qc * sizeof *ref);
     int32_t lens[8];
     random_lengths(lens, t->batch, t->n, rng);
     cl_mem qb = lf_test_upload(ctx, q, qc * sizeof *q), kb = lf_test_upload(ctx, k, kc * sizeof *k), vb = lf_test_upload(ctx, v, kc * sizeof *v);
+    cl_mem skb = lf_test_upload(ctx, sk, sc * sizeof *sk), svb = lf_test_upload(ctx, sv, sc * sizeof *sv);
     cl_mem lb = lf_test_upload(ctx, lens, t->batch * sizeof *lens), ob = NULL;
     lf_test_poison(out, qc);
     ob = lf_test_upload(ctx, out, qc * sizeof *out);
+    const bool own = t->causal && t->keys;
     const lf_attention_tiled_args a = {
         .q = {qb, 0, qd, (size_t)t->n * qd}, .k = {kb, 0, kd, (size_t)key_rows * kd},
-        .v = {vb, 0, kd, (size_t)key_rows * kd}, .o = {ob, 0, qd, (size_t)t->n * qd}, .lengths = lb,
+        .v = {vb, 0, kd, (size_t)key_rows * kd}, .o = {ob, 0, qd, (size_t)t->n * qd},
+        .self_k = {own ? skb : NULL, 0, kd, (size_t)t->n * kd}, .self_v = {own ? svb : NULL, 0, kd, (size_t)t->n * kd},
+        .causal = t->causal, .window = t->keys ? (t->n + t->keys - 1) / t->keys : 0, .lengths = lb,
         .batch = t->batch, .n_rows = t->n, .key_count = t->keys, .heads = t->heads, .kv_heads = t->kv_heads,
         .d_head = t->dh, .scale = (float)(1.0 / sqrt((double)t->dh)), .tile_keys = t->tile_keys,
-        .tile_queries = t->tile_queries};
+        .tile_queries = t->tile_queries, .query_block = t->query_block};
     cr_assert_eq(lf__launch_attention_tiled(ctx, &a, NULL), LF_OK, "%s", lf_context_last_error(ctx));
     lf_test_download(ctx, ob, out, qc);
-    tiled_ref(t, q, k, v, lens, ref);
-    cr_expect_leq(lf_test_rel_err(out, ref, qc), TOL, "attention_tiled n %d keys %d heads %d/%d dh %d TK %d TQ %zu",
-                  t->n, t->keys, t->heads, t->kv_heads, t->dh, t->tile_keys, t->tile_queries);
-    lf__release(&qb), lf__release(&kb), lf__release(&vb), lf__release(&lb), lf__release(&ob);
-    free(q), free(k), free(v), free(out), free(ref);
+    tiled_ref(t, &(tiled_inputs){q, k, v, sk, sv, lens}, ref);
+    cr_expect_leq(lf_test_rel_err(out, ref, qc), TOL,
+                  "attention_tiled n %d keys %d heads %d/%d dh %d causal %d TK %d TQ %zu QB %d", t->n, t->keys,
+                  t->heads, t->kv_heads, t->dh, t->causal, t->tile_keys, t->tile_queries, t->query_block);
+    lf__release(&qb), lf__release(&kb), lf__release(&vb), lf__release(&skb), lf__release(&svb);
+    lf__release(&lb), lf__release(&ob);
+    free(q), free(k), free(v), free(sk), free(sv), free(out), free(ref);
 }
 
 Test(kernels, attention_tiled_grid)
 {
     uint64_t rng = lf_test_seed();
-    static const int shapes[][3] = {{1, 0, 4}, {7, 0, 24}, {173, 0, 16}, {65, 19, 24}, {33, 1, 5}, {40, 33, 64}};
-    static const int tiles[][2] = {{32, 64}, {5, 7}, {1, 1}};
+    static const int shapes[][3] = {{1, 0, 4}, {7, 0, 24}, {173, 0, 16}, {65, 19, 24}, {33, 1, 5}, {40, 33, 64},
+                                    {21, 6, LF_MAX_DH_TILED}};
+    static const int tiles[][3] = {{32, 64, 1}, {5, 7, 1}, {1, 1, 1}, {32, 4, 16}, {5, 3, 8}, {1, 2, 4}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++)
-            for (int kvh = 1; kvh <= 3; kvh += 2) {
-                const tiled_case c = {2, shapes[i][0], shapes[i][1], 3, kvh, shapes[i][2], tiles[t][0],
-                                      (size_t)tiles[t][1]};
-                tiled_run(&c, &rng);
-            }
+            for (int kvh = 1; kvh <= 3; kvh += 2)
+                for (int causal = 0; causal <= 1; causal++) {
+                    const tiled_case c = {2, shapes[i][0], shapes[i][1], 3, kvh, shapes[i][2], tiles[t][0],
+                                          (size_t)tiles[t][1], tiles[t][2], causal};
+                    tiled_run(&c, &rng);
+                }
 }
