@@ -126,14 +126,14 @@ static void layout_weights(lf_plan *p)
 }
 
 /* Linformer's attention path. The fused kernel (attention.cl) beats scores
- * through two GEMMs and the softmax on the CPU device (bench/NOTES.md); on
- * devices whose local memory cannot stage a head's k keys and values at once
- * the GEMM path is taken until measurements there say otherwise. */
+ * through two GEMMs and the softmax on CPU devices, whose variant of it keeps
+ * nothing in local memory, at every k measured (bench/NOTES.md, item 9); on
+ * other devices whose local memory cannot stage a head's k keys and values at
+ * once the GEMM path is taken until measurements there say otherwise. */
 static lf_path auto_path(const lf_plan *p, const lf_device_info *dev)
 {
-    const bool fits = p->dh <= LF_MAX_DH_TILED &&
-                      2ull * p->cfg.k * p->dh * sizeof(float) <= dev->local_mem_bytes;
-    return fits ? LF_PATH_FUSED : LF_PATH_GEMM;
+    const bool fits = dev->type == LF_DEVICE_CPU || 2ull * p->cfg.k * p->dh * sizeof(float) <= dev->local_mem_bytes;
+    return p->dh <= LF_MAX_DH_TILED && fits ? LF_PATH_FUSED : LF_PATH_GEMM;
 }
 
 /* Tile of the attention kernel: keys and values of TK keys take 2 TK dh

@@ -255,7 +255,7 @@ typedef enum {
 } lf_position;
 
 typedef enum {
-    LF_PATH_AUTO = 0, /* fused while k keys fit the device's local memory, else GEMM */
+    LF_PATH_AUTO = 0, /* fused (d_head <= 256) on CPUs, elsewhere while k keys fit local memory; else GEMM */
     LF_PATH_FUSED,    /* scores, softmax and P V~ in one kernel, no n x k buffer */
     LF_PATH_GEMM      /* n x k scores through CLBlast and the softmax kernel */
 } lf_path;
