@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The three sweeps: the default one (README's figures) lasts about two minutes on a 2-core CPU;
+/* The three sweeps: the default one (README's figures) lasts under a minute on a 2-core CPU;
  * --quick keeps the README's layer (d_model 512, 8 heads) on shorter sequences;
  * --full runs the README's whole sweep (to 65536 when every device is a GPU). */
 typedef struct {
