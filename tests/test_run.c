@@ -70,10 +70,15 @@ Test(run, program_matches_reference)
     char p[128], msg[256], cmd[1024], log[4096];
     path(p, "input.safetensors");
     cr_assert_eq(st_save(p, in, 2, NULL, 0, NULL, 0, msg, sizeof msg), 0, "%s", msg);
-    snprintf(cmd, sizeof cmd, "%s run --model %s/model.safetensors --input %s/input.safetensors --output %s/y.safetensors --repeat 2",
-             LF_TOOL_PATH, dir, dir, dir);
+    snprintf(cmd, sizeof cmd,
+             "%s run --model %s/model.safetensors --input %s/input.safetensors --output %s/y.safetensors --repeat 2 "
+             "--profile", LF_TOOL_PATH, dir, dir, dir);
     int rc = lf_test_system(cmd, log, sizeof log);
     cr_assert_eq(rc, 0, "linformer run failed (%d): %s", rc, log);
+    /* --profile: a table of the forward's stages, one output projection, and the total */
+    const char *out_line = strstr(log, "\ngemm out ");
+    cr_expect(strstr(log, "stage ") && out_line && strstr(log, "\nforward "), "no profile table: %s", log);
+    if (out_line) cr_expect(strstr(out_line, "%         1\n"), "one gemm out command: %s", log);
 
     lf_st_file out;
     path(p, "y.safetensors");

@@ -22,7 +22,7 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: linformer run --model M.safetensors --input X.safetensors --output Y.safetensors\n"
             "                     [--device SEL] [--heads H] [--mode linformer|dense|flash]\n"
-            "                     [--repeat N] [--warmup N] [--check] [--tolerance T]\n"
+            "                     [--repeat N] [--warmup N] [--profile] [--check] [--tolerance T]\n"
             "                     [--causal] [--projection mean|max]\n"
             "                     [--prefix P] [--activation A] [--norm pre|post]\n\n"
             "Runs one attention layer saved from lucidrains' LinformerSelfAttention (to_q.weight,\n"
@@ -44,6 +44,8 @@ static void usage(FILE *out)
             "  --repeat N     timed forwards (1 to %d, default 1); the median device time is printed\n"
             "  --warmup N     untimed forwards before them (0 to %d, default 1): the first forward on a\n"
             "                 device may include compiling kernels (PoCL builds them at first launch)\n"
+            "  --profile      print where the last forward's device time went: per stage (kernel or\n"
+            "                 GEMM kind, summed over a model's layers) its time, share and commands\n"
             "  --check        compare the output with the input's `y`: prints the relative error\n"
             "                 ||out - y|| / ||y|| and exits 1 when it is above the tolerance;\n"
             "                 --output may then be left out\n"
@@ -67,17 +69,17 @@ typedef struct {
     bool layer_options;        /* --mode, --causal or --projection was given */
     int heads, repeat, warmup;
     lf_mode mode;
-    bool check, causal;
+    bool check, causal, profile;
     lf_proj_kind projection;
     double tolerance;
 } run_options;
 
 enum { O_MODEL, O_INPUT, O_OUTPUT, O_DEVICE, O_HEADS, O_MODE, O_REPEAT, O_WARMUP, O_CHECK, O_TOL, O_CAUSAL, O_PROJ,
-       O_PREFIX, O_ACT, O_NORM, O_HELP, O_COUNT };
+       O_PREFIX, O_ACT, O_NORM, O_PROFILE, O_HELP, O_COUNT };
 static const cli_option options[O_COUNT] = {
     {"model", true}, {"input", true},  {"output", true}, {"device", true}, {"heads", true},     {"mode", true},
     {"repeat", true}, {"warmup", true}, {"check", false}, {"tolerance", true}, {"causal", false},
-    {"projection", true}, {"prefix", true}, {"activation", true}, {"norm", true}, {"help", false}};
+    {"projection", true}, {"prefix", true}, {"activation", true}, {"norm", true}, {"profile", false}, {"help", false}};
 
 /* Returns 0, 1 for --help (printed), or the usage error's status 2. */
 static int parse(int argc, char **argv, run_options *o)
@@ -90,6 +92,7 @@ static int parse(int argc, char **argv, run_options *o)
     o->model = v[O_MODEL], o->input = v[O_INPUT], o->output = v[O_OUTPUT], o->device = v[O_DEVICE];
     o->check = v[O_CHECK] != NULL;
     o->causal = v[O_CAUSAL] != NULL;
+    o->profile = v[O_PROFILE] != NULL;
     o->layer_options = v[O_MODE] || v[O_CAUSAL] || v[O_PROJ];
     o->projection = LF_PROJ_LEARNED;
     if (v[O_PROJ] && strcmp(v[O_PROJ], "mean") != 0 && strcmp(v[O_PROJ], "max") != 0) {
@@ -254,6 +257,26 @@ static void print_time(const runner *r, const run_input *in, double ms, int repe
                 lf_model_kind_name(r->info.kind), in->batch, in->n, ms, repeat, ms / r->info.layers);
 }
 
+/* --profile: the last forward's stages, in the order they first ran. */
+static int print_profile(lf_context *ctx, const runner *r)
+{
+    enum { MAX_STAGES = 64 };
+    lf_stage_time stages[MAX_STAGES];
+    size_t count = 0;
+    double total = 0;
+    lf_status st = r->layer ? lf_attention_last_profile(r->layer, stages, MAX_STAGES, &count)
+                            : lf_model_last_profile(r->model, stages, MAX_STAGES, &count);
+    if (st == LF_OK) st = r->layer ? lf_attention_last_time_ms(r->layer, &total) : lf_model_last_time_ms(r->model, &total);
+    if (st != LF_OK) return fail("--profile: %s: %s", lf_status_string(st), lf_context_last_error(ctx));
+    printf("%-24s %12s %7s %9s\n", "stage", "ms", "share", "commands");
+    for (size_t i = 0; i < count && i < MAX_STAGES; i++)
+        printf("%-24s %12.3f %6.1f%% %9u\n", stages[i].stage, stages[i].ms,
+               total > 0 ? 100.0 * stages[i].ms / total : 0.0, stages[i].commands);
+    if (count > MAX_STAGES) printf("(%zu more stages)\n", count - MAX_STAGES);
+    printf("%-24s %12.3f\n", "forward", total);
+    return 0;
+}
+
 static int write_output(output_file *out, const run_input *in, int d_model, const float *y)
 {
     char err[1024];
@@ -292,7 +315,8 @@ static int run(lf_context *ctx, const runner *r, const run_options *o, output_fi
     if (rc) goto done;
     qsort(times, o->repeat, sizeof *times, compare_doubles);
     print_time(r, &in, times[o->repeat / 2], o->repeat);
-    if (o->check) rc = check_output(y, in.y, count, o->tolerance);
+    if (o->profile) rc = print_profile(ctx, r);
+    if (o->check && rc == 0) rc = check_output(y, in.y, count, o->tolerance);
 done:
     run_input_free(&in);
     free(y), free(times);
