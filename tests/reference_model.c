@@ -19,8 +19,10 @@ void lf_ref_layernorm(const double *s, int d, double eps, const float *gamma, co
 double lf_ref_activate(double v, lf_activation act)
 {
     switch (act) {
-    case LF_ACT_GELU: return 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
-    case LF_ACT_GELU_TANH: return 0.5 * v * (1.0 + tanh(sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+    /* 1 + erf(z) = erfc(-z) and 1 + tanh(z) = 2 / (1 + exp(-2 z)), which keep
+     * their digits where the result is tiny (z well below 0) */
+    case LF_ACT_GELU: return 0.5 * v * erfc(-v / sqrt(2.0));
+    case LF_ACT_GELU_TANH: return v / (1.0 + exp(-2.0 * sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
     case LF_ACT_RELU: return v < 0 ? 0.0 : v;
     }
     return v;

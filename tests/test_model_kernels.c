@@ -137,6 +137,56 @@ Test(model_kernels, bias_act_grid)
             }
 }
 
+/* How far a float GELU may be from the double one at v, relatively: a few
+ * rounding errors, plus what rounding the argument of the tail's exponential
+ * moves (erfc(z) ~ exp(-z^2) with z = v / sqrt(2) rounded to float: 2 z^2
+ * times z's relative error; likewise the tanh form's exponent). */
+static double gelu_tolerance(double v, lf_activation act)
+{
+    const double eps = 0x1p-24;
+    const double g = act == LF_ACT_GELU ? v * v : fabs(2.0 * 0.7978845608 * (v + 0.044715 * v * v * v));
+    return 2e-6 + 4.0 * g * eps;
+}
+
+/* Element by element over the whole range a float GELU resolves: tails far
+ * below 0 (results down to 1e-30, where PyTorch's own float GELU gives 0),
+ * around 0 and large positive inputs, each within gelu_tolerance of the
+ * double reference. Infinities and NaN come out as in PyTorch. */
+Test(model_kernels, gelu_keeps_its_digits_everywhere)
+{
+    enum { COUNT = 4001 };
+    static float y[COUNT], out[COUNT];
+    for (int i = 0; i < COUNT; i++) y[i] = -14.0f + 24.0f * (float)i / (COUNT - 1); /* -14 .. 10 */
+    for (int act = LF_ACT_GELU; act <= LF_ACT_GELU_TANH; act++) {
+        cl_mem yb = lf_test_upload(ctx, y, sizeof y);
+        const lf_bias_act_args a = {.y = yb, .ld = COUNT, .cols = COUNT, .rows = 1, .act = (lf_activation)act};
+        cr_assert_eq(lf__launch_bias_act(ctx, &a, NULL), LF_OK, "%s", lf_context_last_error(ctx));
+        lf_test_download(ctx, yb, out, COUNT);
+        lf__release(&yb);
+        double worst = 0.0; /* error / tolerance */
+        float at = 0.0f;
+        for (int i = 0; i < COUNT; i++) {
+            const double want = lf_ref_activate(y[i], (lf_activation)act);
+            if (fabs(want) < 1e-30) continue; /* below float's normal range */
+            const double e = fabs(out[i] - want) / fabs(want) / gelu_tolerance(y[i], (lf_activation)act);
+            if (e > worst) worst = e, at = y[i];
+        }
+        cr_expect_leq(worst, 1.0, "act %d: error %.3g times the tolerance at %g (tolerance %.3g)", act, worst, at,
+                      gelu_tolerance(at, (lf_activation)act));
+    }
+    static const float special[4] = {INFINITY, -INFINITY, NAN, 0.0f};
+    float got[4];
+    cl_mem sb = lf_test_upload(ctx, special, sizeof special);
+    const lf_bias_act_args a = {.y = sb, .ld = 4, .cols = 4, .rows = 1, .act = LF_ACT_GELU};
+    cr_assert_eq(lf__launch_bias_act(ctx, &a, NULL), LF_OK, "%s", lf_context_last_error(ctx));
+    lf_test_download(ctx, sb, got, 4);
+    lf__release(&sb);
+    cr_expect(isinf(got[0]) && got[0] > 0, "gelu(inf) = %g", got[0]);
+    cr_expect(isnan(got[1]), "gelu(-inf) = %g: -inf times erfc(inf) = 0", got[1]);
+    cr_expect(isnan(got[2]), "gelu(nan) = %g", got[2]);
+    cr_expect_eq(got[3], 0.0f, "gelu(0) = %g", got[3]);
+}
+
 /* ---- embed_tokens ---- */
 
 static void embed_run(int batch, int n, int d, int vocab, bool pos, int pos_offset, float scale, uint64_t *rng)
