@@ -128,15 +128,20 @@ if [ "${LF_SKIP_FUZZ:-0}" != 1 ]; then
         echo "check-robustness: fuzz_$target for ${seconds}s" >&2
         # -max_len keeps inputs small: the loaders must refuse huge shapes from
         # their headers alone (a whole model's seeds need 8192). -timeout: no
-        # single input may take 10 s.
-        max_len=4096
-        unwind=1
-        # A whole model runs a forward, so PoCL compiles kernels in it: its
-        # leaks there reach the suppressions only through the full unwinder
-        # (tests/lsan.supp), which costs little beside the forward itself.
-        [ $target = model ] && max_len=8192 unwind=0
+        # single input may take 10 s (60 for a model, see below).
+        max_len=4096 unwind=1 timeout=10
+        if [ $target = model ]; then
+            # A whole model runs a forward, so PoCL compiles kernels in it: its
+            # leaks there reach the suppressions only through the full unwinder
+            # (tests/lsan.supp), under which a compile takes tens of seconds.
+            # So the seeds' kernels are compiled into the caches first, leak
+            # checks off, and a new variant a mutation brings may take 60 s.
+            max_len=8192 unwind=0 timeout=60
+            ASAN_OPTIONS=detect_leaks=0 "$fabs/tests/fuzz/fuzz_$target" -runs=0 "$work/corpus" >"$work/warm-up.log" 2>&1 ||
+                { tail -n 30 "$work/warm-up.log" >&2; echo "check-robustness: fuzz_$target failed on its seeds" >&2; fail=1; }
+        fi
         if ! ASAN_OPTIONS="detect_leaks=1:fast_unwind_on_malloc=$unwind" \
-                "$fabs/tests/fuzz/fuzz_$target" -max_len=$max_len -timeout=10 -rss_limit_mb=4096 \
+                "$fabs/tests/fuzz/fuzz_$target" -max_len=$max_len -timeout=$timeout -rss_limit_mb=4096 \
                 -max_total_time="$seconds" -print_final_stats=1 \
                 -artifact_prefix="$work/artifacts/" "$work/corpus" >"$work/log" 2>&1; then
             tail -n 60 "$work/log" >&2
