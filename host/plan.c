@@ -126,13 +126,14 @@ static void layout_weights(lf_plan *p)
 }
 
 /* Linformer's attention path. The fused kernel (attention.cl) beats scores
- * through two GEMMs and the softmax on CPU devices, whose variant of it keeps
- * nothing in local memory, at every k measured (bench/NOTES.md, item 9); on
- * other devices whose local memory cannot stage a head's k keys and values at
- * once the GEMM path is taken until measurements there say otherwise. */
+ * through two GEMMs and the softmax on CPU devices, whose variant of it (QB >
+ * 1, query_tiles) keeps nothing in local memory, at every k measured
+ * (bench/NOTES.md, item 9); where the kernel stages keys in local memory and
+ * a head's k keys and values do not fit at once, the GEMM path is taken until
+ * measurements there say otherwise. */
 static lf_path auto_path(const lf_plan *p, const lf_device_info *dev)
 {
-    const bool fits = dev->type == LF_DEVICE_CPU || 2ull * p->cfg.k * p->dh * sizeof(float) <= dev->local_mem_bytes;
+    const bool fits = p->query_block > 1 || 2ull * p->cfg.k * p->dh * sizeof(float) <= dev->local_mem_bytes;
     return p->dh <= LF_MAX_DH_TILED && fits ? LF_PATH_FUSED : LF_PATH_GEMM;
 }
 
@@ -184,11 +185,11 @@ lf_status lf__plan_resolve(const lf_attention_config *cfg, const lf_device_info 
     p->f_separate = !c->share_kv && (c->sharing == LF_SHARE_NONE || c->sharing == LF_SHARE_HEADWISE);
     p->matrix_proj = c->proj_kind == LF_PROJ_LEARNED || c->proj_kind == LF_PROJ_RANDOM;
     p->per_head_proj = c->sharing == LF_SHARE_NONE && c->proj_kind != LF_PROJ_MEAN_POOL;
+    query_tiles(device, &p->query_block, &p->tile_queries);
     if (p->linformer && c->path == LF_PATH_AUTO) c->path = c->causal ? LF_PATH_FUSED : auto_path(p, device);
     if (!p->linformer) c->path = LF_PATH_AUTO;
     p->tiled = c->mode == LF_MODE_FLASH || (p->linformer && c->path == LF_PATH_FUSED);
     p->tile_keys = tile_keys(p->dh, device);
-    query_tiles(device, &p->query_block, &p->tile_queries);
     p->softmax_group = 256;
     layout_weights(p);
     return LF_OK;
