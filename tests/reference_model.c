@@ -102,6 +102,15 @@ static void embed(const lf_ref_model *m, const float *x, const int64_t *tokens, 
     if (m->emb_g) layernorm_rows(out, len, D, m->eps, m->emb_g, m->emb_b);
 }
 
+/* Sequence b's residual stream h [len, D] after its embedding and the first
+ * `stop` layers. */
+static void stream(const lf_ref_model *m, int stop, const float *x, const int64_t *tokens, int b, int n, int len,
+                   double *h)
+{
+    embed(m, x, tokens, b, n, len, h);
+    for (int l = 0; l < stop; l++) layer(m, &m->layer[l], h, len);
+}
+
 void lf_ref_model_layer_input(const lf_ref_model *m, int stop, const float *x, const int64_t *tokens, int batch, int n,
                               const int32_t *lengths, double *out)
 {
@@ -111,8 +120,7 @@ void lf_ref_model_layer_input(const lf_ref_model *m, int stop, const float *x, c
         double *h = out + (size_t)b * n * D;
         memset(h, 0, (size_t)n * D * sizeof *h); /* rows past len are 0 */
         if (len == 0) continue;
-        embed(m, x, tokens, b, n, len, h);
-        for (int l = 0; l < stop; l++) layer(m, &m->layer[l], h, len);
+        stream(m, stop, x, tokens, b, n, len, h);
         if (m->norm == LF_NORM_PRE) layernorm_rows(h, len, D, m->eps, m->layer[stop].ln1_g, m->layer[stop].ln1_b);
     }
 }
@@ -127,8 +135,7 @@ void lf_ref_model_forward(const lf_ref_model *m, const float *x, const int64_t *
         double *yb = y + (size_t)b * n * width;
         memset(yb, 0, (size_t)n * width * sizeof *yb); /* rows past len are 0 */
         if (len == 0) continue;
-        embed(m, x, tokens, b, n, len, h);
-        for (int l = 0; l < m->layers; l++) layer(m, &m->layer[l], h, len);
+        stream(m, m->layers, x, tokens, b, n, len, h);
         if (m->final_g) layernorm_rows(h, len, D, m->eps, m->final_g, m->final_b);
         if (m->kind == LF_MODEL_LM) linear(h, len, D, D, m->logits_w, m->logits_b, m->vocab, yb);
         else memcpy(yb, h, (size_t)len * D * sizeof *yb);
