@@ -41,3 +41,10 @@ const char *fuzz_file_write(const uint8_t *data, size_t size)
     if (fclose(f) != 0) abort();
     return path;
 }
+
+void fuzz_expect_clean_failure(lf_context *ctx, lf_status st, const void *out)
+{
+    if (out != NULL) __builtin_trap();                         /* *out is NULL on failure */
+    if (lf_context_last_error(ctx)[0] == 0) __builtin_trap();  /* and a message says why */
+    if (st == LF_ERR_OPENCL || st == LF_ERR_BUILD || st == LF_ERR_BLAS) __builtin_trap();
+}

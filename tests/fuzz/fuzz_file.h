@@ -17,4 +17,8 @@ lf_context *fuzz_file_init(const char *target);
  * write error (a fuzzing machine with a full disk is not a finding). */
 const char *fuzz_file_write(const uint8_t *data, size_t size);
 
+/* A load that failed must have left *out NULL and a message, with a status
+ * that is the file's fault, not the device's; traps otherwise. */
+void fuzz_expect_clean_failure(lf_context *ctx, lf_status st, const void *out);
+
 #endif
