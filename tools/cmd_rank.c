@@ -105,37 +105,47 @@ static int write_csv(const rank_options *o, const rank_results *r)
     return output_file_commit(f, err, sizeof err) ? fail("%s", err) : 0;
 }
 
-/* Measures one layer (exact, and at each k of the sweep) on its input x. */
+/* Measures a layer whose exact form is loaded (the sweep's are loaded here)
+ * on its input x; frees the layer. */
+static int measure_loaded(lf_context *ctx, const rank_options *o, const rank_source *src, rank_layer *layer,
+                          const float *x, const run_input *in, rank_results *r)
+{
+    char err[1024];
+    lf_status st = rank_load_sweep(layer, src, o->seed, r, stderr);
+    if (st == LF_OK)
+        st = rank_measure_layer(layer, src->index, x, in->batch, in->n, in->lengths, r, stderr, err, sizeof err);
+    else
+        snprintf(err, sizeof err, "%s", lf_context_last_error(ctx));
+    rank_free_layer(layer);
+    return st == LF_OK ? 0 : fail("%s: %s", lf_status_string(st), err);
+}
+
+/* Loads one layer exact, then measures it (exact, and at each k of the sweep) on its input x. */
 static int measure_layer(lf_context *ctx, const rank_options *o, const rank_source *src, const float *x,
                          const run_input *in, rank_results *r)
 {
     rank_layer layer;
-    char err[1024];
-    lf_status st = rank_load_exact(ctx, src, o->heads, &layer);
-    if (st == LF_OK) st = rank_load_sweep(&layer, src, o->seed, r, stderr);
-    if (st == LF_OK)
-        st = rank_measure_layer(&layer, src->index, x, in->batch, in->n, in->lengths, r, stderr, err, sizeof err);
-    else
-        snprintf(err, sizeof err, "%s", lf_context_last_error(ctx));
+    const lf_status st = rank_load_exact(ctx, src, o->heads, &layer);
+    if (st == LF_OK) return measure_loaded(ctx, o, src, &layer, x, in, r);
     rank_free_layer(&layer);
-    return st == LF_OK ? 0 : fail("%s: %s", lf_status_string(st), err);
+    return fail("%s: %s", lf_status_string(st), lf_context_last_error(ctx));
 }
 
-/* A file of one attention layer: measured on the input's x as layer 0. */
+/* A file of one attention layer, loaded once: measured on the input's x as layer 0. */
 static int measure_layer_file(lf_context *ctx, const rank_options *o, run_input *in, rank_results *r)
 {
     const rank_source src = {o->model, NULL, 0};
     rank_layer layer;
-    lf_attention_config cfg;
+    lf_attention_config cfg = {0};
     lf_status st = rank_load_exact(ctx, &src, o->heads, &layer);
     if (st == LF_OK) st = lf_attention_config_get(layer.exact, &cfg);
-    const int own_k = layer.model_k;
-    rank_free_layer(&layer);
-    if (st != LF_OK) return fail("%s: %s", lf_status_string(st), lf_context_last_error(ctx));
+    int rc = st == LF_OK ? 0 : fail("%s: %s", lf_status_string(st), lf_context_last_error(ctx));
     const run_input_spec spec = {"rank", false, cfg.d_model, cfg.max_seq_len, 0};
-    int rc = run_input_read(o->input, &spec, in);
-    if (rc == 0) rc = choose_sweep(o, &own_k, 1, cfg.max_seq_len, in->n, r);
-    return rc ? rc : measure_layer(ctx, o, &src, in->x, in, r);
+    if (rc == 0) rc = run_input_read(o->input, &spec, in);
+    if (rc == 0) rc = choose_sweep(o, &layer.model_k, 1, cfg.max_seq_len, in->n, r);
+    if (rc == 0) return measure_loaded(ctx, o, &src, &layer, in->x, in, r);
+    rank_free_layer(&layer);
+    return rc;
 }
 
 /* The sweep of a model: the default takes every layer's own k. */
