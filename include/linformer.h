@@ -337,6 +337,15 @@ LF_API lf_status lf_attention_config_get(const lf_attention *layer, lf_attention
 LF_API lf_status lf_attention_set_weight(lf_attention *layer, const char *name,
                                          const float *data, size_t count);
 
+/*
+ * The same with the array's shape: dims (ndims of them) must equal the shape
+ * above exactly ("e" learned: [KV, k, max_seq_len] or [k, max_seq_len]), so a
+ * transposed E [max_seq_len, k], which has the same count, is refused with
+ * LF_ERR_ARGUMENT naming the expected shape instead of giving wrong answers.
+ */
+LF_API lf_status lf_attention_set_weight_shaped(lf_attention *layer, const char *name,
+                                                const size_t *dims, size_t ndims, const float *data);
+
 /* The weights this layer's configuration has, in the order above, for hosts
  * that fill them generically: index 0, 1, ... until LF_ERR_ARGUMENT. The
  * shape is [rows, cols], or [cols] when rows is 0; count = the floats. */
@@ -634,6 +643,10 @@ LF_API lf_status lf_model_create(lf_context *ctx, const lf_model_config *cfg, co
  */
 LF_API lf_status lf_model_set_weight(lf_model *model, int layer, const char *name, const float *data,
                                      size_t count);
+/* The same with the array's shape, which must equal the weight's exactly (the
+ * shapes above; an attention weight's as for lf_attention_set_weight_shaped). */
+LF_API lf_status lf_model_set_weight_shaped(lf_model *model, int layer, const char *name, const size_t *dims,
+                                            size_t ndims, const float *data);
 LF_API void lf_model_free(lf_model *model);
 LF_API lf_status lf_model_info_get(const lf_model *model, lf_model_info *info);
 
