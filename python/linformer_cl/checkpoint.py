@@ -93,9 +93,11 @@ def check(data):
             raise UnsafeCheckpoint(f"it is not a readable zip archive ({e})") from None
         if any(name.endswith("constants.pkl") for name in names):
             raise UnsafeCheckpoint("it is a TorchScript archive, not a checkpoint saved with torch.save")
-        for name in names:
-            if name.endswith(".pkl"):
-                _dry_run(io.BytesIO(archive.read(name)), 1)
+        if len(set(names)) != len(names):  # torch's reader and this one might take different copies
+            raise UnsafeCheckpoint("its zip archive holds two entries of one name")
+        for info in archive.infolist():
+            if info.filename.endswith(".pkl"):
+                _dry_run(io.BytesIO(archive.read(info)), 1)
         return
     if tarfile.is_tarfile(io.BytesIO(data)):
         raise UnsafeCheckpoint("it is a tar archive, the format of PyTorch before 0.4, which is not read")

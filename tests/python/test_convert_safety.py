@@ -43,6 +43,24 @@ def test_a_pickle_that_calls_os_system_is_refused_and_runs_nothing(tmp_path, for
     assert not marker.exists() and not (tmp_path / "out.safetensors").exists()
 
 
+def test_a_zip_with_two_data_pickles_is_refused(tmp_path):
+    import warnings
+    import zipfile
+    marker, ckpt = tmp_path / "marker", tmp_path / "twice.pt"
+    torch.save({"w": torch.zeros(3)}, ckpt)
+    with zipfile.ZipFile(ckpt) as z:
+        entries = [(i.filename, z.read(i)) for i in z.infolist()]
+    with zipfile.ZipFile(ckpt, "w") as z, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the duplicate name is the point
+        for name, data in entries:
+            if name.endswith("data.pkl"):
+                z.writestr(name, pickle.dumps(Marker(marker), protocol=2))
+            z.writestr(name, data)
+    r = convert(ckpt, tmp_path / "out.safetensors", "--heads", "1")
+    assert r.returncode == 1 and "two entries of one name" in r.stderr, r.stderr
+    assert not marker.exists()
+
+
 def test_tied_language_model_keeps_both_names_and_serves(tmp_path):
     linformer = pytest.importorskip("linformer")
     torch.manual_seed(31)
