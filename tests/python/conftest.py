@@ -17,6 +17,10 @@ if "OCL_ICD_VENDORS" not in os.environ and os.path.isdir(VENDORS):
 # Intel's runtime unless it is absent or skipped, as tests/CMakeLists.txt decides.
 INTEL = os.path.exists(os.path.join(os.environ["OCL_ICD_VENDORS"], "intel-cpu.icd")) \
     if os.environ.get("OCL_ICD_VENDORS") else False
+# The linformer program: LF_TOOL_PATH, else the build's; None when neither exists.
+TOOL = os.environ.get("LF_TOOL_PATH") or os.path.join(ROOT, "build", "linformer")
+TOOL = TOOL if os.path.exists(TOOL) else None
+
 RUNTIMES = ["pocl"] + (["intel"] if INTEL and os.environ.get("LINFORMER_SKIP_INTEL") != "1" else [])
 
 

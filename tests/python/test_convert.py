@@ -7,9 +7,7 @@ to one copy of the projection with the config in __metadata__, and
 `linformer run` serves the result; a lucidrains state dict under a prefix
 converts with --prefix; contradicting flags, a missing head count and a file
 that is no checkpoint are errors with a clear message.
-Checkpoints whose pickle would run code (os.system) are refused in the zip
-and the legacy format without running it; tied tensors keep every name; the
-input is never overwritten; bad heads, keys, names and dtypes are errors.
+Hostile and careless checkpoints are in test_convert_safety.py.
 LF_TOOL_PATH names the program (default: the build's).
 """
 import argparse
@@ -27,10 +25,7 @@ from torch import nn  # noqa: E402
 from safetensors import safe_open  # noqa: E402
 from safetensors.torch import save_file  # noqa: E402
 
-from conftest import ROOT  # noqa: E402
-
-TOOL = os.environ.get("LF_TOOL_PATH") or os.path.join(ROOT, "build", "linformer")
-TOOL = TOOL if os.path.exists(TOOL) else None
+from conftest import TOOL  # noqa: E402
 
 
 class Attention(nn.Module):

@@ -4,8 +4,6 @@ The file path (converter, then lf_model_load) is held against PyTorch by
 tests/test_model_files.c; here the in-memory build must agree with it.
 """
 import argparse
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -14,6 +12,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("safetensors")
 
 import linformer_cl  # noqa: E402
+from linformer_cl import convert  # noqa: E402
 
 STEM = "encoder.sentence_encoder."
 
@@ -50,9 +49,7 @@ def test_from_torch_equals_load_of_the_converted_file(tmp_path, device, case):
     state = fairseq_state(**CASES[case])
     args = argparse.Namespace(encoder_attention_heads=2, activation_fn="gelu_accurate", encoder_normalize_before=False)
     torch.save({"model": state, "args": args}, tmp_path / "f.pt")
-    r = subprocess.run([sys.executable, "-m", "linformer_cl.convert", tmp_path / "f.pt", tmp_path / "f.safetensors"],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    assert convert.main([str(tmp_path / "f.pt"), str(tmp_path / "f.safetensors")]) == 0
     vocab = CASES[case].get("vocab")
     x = np.random.default_rng(4).integers(0, vocab, (2, 9)) if vocab else \
         np.random.default_rng(4).standard_normal((2, 9, 8)).astype(np.float32)
