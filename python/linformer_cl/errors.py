@@ -10,55 +10,23 @@ class Error(Exception):
         self.message = message
 
 
-class ArgumentError(Error, ValueError):
-    """An argument is missing, out of range or of the wrong dtype or shape."""
-    status = "LF_ERR_ARGUMENT"
+def _status_class(name, status, doc, *bases):
+    return type(name, (Error, *bases), {"status": status, "__doc__": doc, "__module__": __name__})
 
 
-class NoDeviceError(Error):
-    """No OpenCL device, or none matches the selector."""
-    status = "LF_ERR_NO_DEVICE"
-
-
-class OutOfMemoryError(Error, MemoryError):
-    """Host or device memory ran out."""
-    status = "LF_ERR_OUT_OF_MEMORY"
-
-
-class OpenCLError(Error):
-    """An OpenCL call failed; the message names the CL error."""
-    status = "LF_ERR_OPENCL"
-
-
-class BuildError(Error):
-    """A kernel failed to compile; the message holds the build log."""
-    status = "LF_ERR_BUILD"
-
-
-class BlasError(Error):
-    """A GEMM of CLBlast or the host BLAS failed."""
-    status = "LF_ERR_BLAS"
-
-
-class FileError(Error):
-    """A file could not be opened, read or written."""
-    status = "LF_ERR_IO"
-
-
-class FormatError(Error):
-    """A file is malformed or holds no model the library knows."""
-    status = "LF_ERR_FORMAT"
-
-
-class StateError(Error):
-    """The object is not ready (a weight never set) or already closed."""
-    status = "LF_ERR_STATE"
-
-
-class UnsupportedError(Error):
-    """Valid, but not supported by this build or device."""
-    status = "LF_ERR_UNSUPPORTED"
-
+ArgumentError = _status_class("ArgumentError", "LF_ERR_ARGUMENT",
+                              "An argument is missing, out of range or of the wrong dtype or shape.", ValueError)
+NoDeviceError = _status_class("NoDeviceError", "LF_ERR_NO_DEVICE", "No OpenCL device, or none matches the selector.")
+OutOfMemoryError = _status_class("OutOfMemoryError", "LF_ERR_OUT_OF_MEMORY", "Host or device memory ran out.",
+                                 MemoryError)
+OpenCLError = _status_class("OpenCLError", "LF_ERR_OPENCL", "An OpenCL call failed; the message names the CL error.")
+BuildError = _status_class("BuildError", "LF_ERR_BUILD", "A kernel failed to compile; the message holds the build log.")
+BlasError = _status_class("BlasError", "LF_ERR_BLAS", "A GEMM of CLBlast or the host BLAS failed.")
+FileError = _status_class("FileError", "LF_ERR_IO", "A file could not be opened, read or written.")
+FormatError = _status_class("FormatError", "LF_ERR_FORMAT", "A file is malformed or holds no model the library knows.")
+StateError = _status_class("StateError", "LF_ERR_STATE", "The object is not ready (a weight never set) or closed.")
+UnsupportedError = _status_class("UnsupportedError", "LF_ERR_UNSUPPORTED",
+                                 "Valid, but not supported by this build or device.")
 
 # In lf_status order: LF_ERR_ARGUMENT is 1.
 BY_CODE = (None, ArgumentError, NoDeviceError, OutOfMemoryError, OpenCLError, BuildError, BlasError, FileError,
