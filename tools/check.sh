@@ -2,8 +2,8 @@
 # The whole test suite: sets up and builds like tools/setup.sh, runs every
 # Criterion test once on each OpenCL platform (PoCL, and Intel's CPU runtime
 # unless LINFORMER_SKIP_INTEL=1: tests/CMakeLists.txt), then builds a program
-# against the installed package and runs the robustness checks (on the
-# default device).
+# against the installed package, runs the robustness checks (on the
+# default device) and the serving load test (tools/check-serve.sh).
 set -eu
 cd "$(dirname "$0")/.."
 mkdir -p build
@@ -16,3 +16,4 @@ ctest --test-dir build --output-on-failure
 tools/check-bundle.sh
 tests/consumer/check.sh
 tools/check-robustness.sh
+tools/check-serve.sh
