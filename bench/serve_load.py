@@ -29,6 +29,7 @@ import numpy as np
 # The server's instances and the direct forwards here use the same GEMMs.
 os.environ.setdefault("LINFORMER_GEMM", "clblast")
 import linformer_cl  # noqa: E402  (after LINFORMER_GEMM: a context reads it once)
+import tritonclient.grpc as grpc  # noqa: E402
 import tritonclient.http as http  # noqa: E402
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
@@ -54,11 +55,11 @@ class Server:
     """linformer-serve in a child process, its log in a file."""
 
     def __init__(self, args, log_path):
-        self.http, grpc, metrics = free_ports(3)
+        self.http, self.grpc, metrics = free_ports(3)
         self.url = f"http://{HOST}:{self.http}"
         self.name = pathlib.Path(args.model).name.split(".")[0]
         command = [sys.executable, "-m", "linformer_cl.serve", args.model, "--host", HOST,
-                   "--http-port", str(self.http), "--grpc-port", str(grpc), "--metrics-port", str(metrics),
+                   "--http-port", str(self.http), "--grpc-port", str(self.grpc), "--metrics-port", str(metrics),
                    "--max-batch", str(args.max_batch), "--max-queue-delay-us", str(args.max_queue_delay_us)]
         if args.device:
             command += ["--device", args.device]
@@ -83,6 +84,12 @@ class Server:
             self.process.kill()
             self.process.wait(timeout=30)
 
+    def client(self, protocol):
+        """A client of Triton's HTTP or gRPC endpoint (the modules' InferenceServerClient)."""
+        if protocol is grpc:
+            return grpc.InferenceServerClient(f"{HOST}:{self.grpc}")
+        return http.InferenceServerClient(f"{HOST}:{self.http}", network_timeout=60.0)
+
 
 def make_input(rng, info, batch, n):
     if info.takes_tokens:
@@ -92,11 +99,12 @@ def make_input(rng, info, batch, n):
 
 def infer(client, name, info, array):
     """(y, device selector) of one request; raises InferenceServerException on an error response."""
-    tensor = http.InferInput("tokens" if info.takes_tokens else "x", list(array.shape),
-                             "INT64" if array.dtype == np.int64 else "FP32" if array.dtype == np.float32
-                             else "FP64")
+    protocol = grpc if isinstance(client, grpc.InferenceServerClient) else http
+    dtype = {np.dtype(np.int64): "INT64", np.dtype(np.float32): "FP32"}.get(array.dtype, "FP64")
+    tensor = protocol.InferInput("tokens" if info.takes_tokens else "x", list(array.shape), dtype)
     tensor.set_data_from_numpy(array)
-    result = client.infer(name, [tensor])
+    bounded = {"client_timeout": 60.0} if protocol is grpc else {}  # HTTP's: the client's network_timeout
+    result = client.infer(name, [tensor], **bounded)
     return result.as_numpy("y"), result.as_numpy("device")[0, 0].decode()
 
 
@@ -111,7 +119,7 @@ class Load:
 
     def client(self, seed):
         rng = np.random.default_rng(seed)
-        client = http.InferenceServerClient(f"{HOST}:{self.server.http}", network_timeout=60.0)
+        client = self.server.client(grpc if seed % 2 else http)
         try:
             for _ in range(self.args.requests):
                 if time.monotonic() > self.deadline:
@@ -182,7 +190,7 @@ class BadClient:
         self.answered = 0
 
     def run(self):
-        client = http.InferenceServerClient(f"{HOST}:{self.server.http}", network_timeout=60.0)
+        client = self.server.client(http)
         try:
             for _ in range(self.rounds):
                 for what, array, word in bad_requests(self.info):
@@ -222,6 +230,7 @@ def hang_up(server, info):
 
 
 def read_status(sock, seconds):
+    """The HTTP status code of the answer on a socket ("" if none came)."""
     sock.settimeout(seconds)
     data = b""
     while b"\r\n" not in data:
@@ -229,23 +238,45 @@ def read_status(sock, seconds):
         if not chunk:
             break
         data += chunk
-    return data.split(b"\r\n", 1)[0].decode(errors="replace")
+    line = data.split(b"\r\n", 1)[0].split()
+    return line[1].decode() if len(line) > 1 else ""
+
+
+def send_together(server, info, arrays, then=lambda: None):
+    """Sends one raw request per array at once, calls then(), and reads each one's HTTP status."""
+    sockets = [socket.create_connection((HOST, server.http), timeout=10) for _ in arrays]
+    for sock, array in zip(sockets, arrays):
+        sock.sendall(raw_request(server, info, array))
+    then()
+    statuses = []
+    for sock in sockets:
+        with sock:
+            try:
+                statuses.append(read_status(sock, 30))
+            except OSError:
+                statuses.append("")
+    return statuses
+
+
+def mixed_batch(server, info, tries=5):
+    """Whether a bad request and three good ones, once Triton ran them as one batch, got 400 and 200s."""
+    rng = np.random.default_rng(9)
+    bad = (np.full((1, 3), info.vocab, dtype=np.int64) if info.takes_tokens
+           else make_input(rng, info, 1, info.max_seq_len + 1))
+    for _ in range(tries):
+        before = batch_sizes(server).get(4, 0)
+        statuses = send_together(server, info, [bad] + [make_input(rng, info, 1, n) for n in (2, 3, 4)])
+        if batch_sizes(server).get(4, 0) > before:
+            return statuses == ["400", "200", "200", "200"]
+    return False
 
 
 def sigterm_while_busy(server, info, count=4):
     """Sends `count` requests, SIGTERMs the server and reads their answers; (answered, exit status)."""
     rng = np.random.default_rng(5)
-    sockets = [socket.create_connection((HOST, server.http), timeout=10) for _ in range(count)]
-    for s in sockets:
-        s.sendall(raw_request(server, info, make_input(rng, info, 1, info.max_seq_len)))
-    server.process.send_signal(signal.SIGTERM)
-    answered = 0
-    for s in sockets:
-        with s:
-            try:
-                answered += read_status(s, 30).endswith(" 200 OK")
-            except OSError:
-                pass
+    arrays = [make_input(rng, info, 1, info.max_seq_len) for _ in range(count)]
+    statuses = send_together(server, info, arrays, then=lambda: server.process.send_signal(signal.SIGTERM))
+    answered = statuses.count("200")
     try:
         status = server.process.wait(timeout=60)
     except subprocess.TimeoutExpired:
@@ -297,6 +328,7 @@ def main():
         load = Load(server, info, args)
         bad = BadClient(server, info, args.bad)
         elapsed = load.run([bad.run] if args.bad else [])
+        mixed = mixed_batch(server, info)
         sizes = batch_sizes(server)
         answered, status = sigterm_while_busy(server, info)
     finally:
@@ -306,9 +338,10 @@ def main():
     for line in bad.wrong:
         print(f"serve_load: bad request: {line}")
     print(f"serve_load: {bad.answered} bad requests answered with an error naming the problem; "
+          f"a bad request in one batch with three good ones: {'400 and 200s' if mixed else 'FAILED'}; "
           f"SIGTERM: {answered} of 4 requests in flight answered, server exit status {status}")
-    passed = len(load.answers) - wrong + bad.answered + answered
-    failed = wrong + len(load.failures) + len(bad.wrong) + (4 - answered) + (status != 0)
+    passed = len(load.answers) - wrong + bad.answered + mixed + answered
+    failed = wrong + len(load.failures) + len(bad.wrong) + (not mixed) + (4 - answered) + (status != 0)
     failed += args.clients * args.requests - len(load.answers) - len(load.failures)  # never sent: deadline
     print(f"serve_load: {passed} passed, {failed} failed")
     return 1 if failed else 0
