@@ -2,12 +2,12 @@
 # The whole test suite: sets up and builds like tools/setup.sh, runs every
 # Criterion test once on each OpenCL platform (PoCL, and Intel's CPU runtime
 # unless LINFORMER_SKIP_INTEL=1: tests/CMakeLists.txt), then builds a program
-# against the installed package, runs the robustness checks (on the
-# default device) and the serving load test (tools/check-serve.sh).
+# against the installed package and runs the robustness checks (on the
+# default device), the Python package's tests (tools/check-python.sh) and
+# the serving load test (tools/check-serve.sh).
 set -eu
 cd "$(dirname "$0")/.."
 mkdir -p build
-tools/install-python-test.sh
 tools/setup.sh
 
 # One test process at a time: each uses every core through the OpenCL device.
@@ -16,4 +16,5 @@ ctest --test-dir build --output-on-failure
 tools/check-bundle.sh
 tests/consumer/check.sh
 tools/check-robustness.sh
+tools/check-python.sh
 tools/check-serve.sh

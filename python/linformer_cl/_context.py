@@ -60,9 +60,10 @@ def devices():
         return []
     chosen = ctypes.c_size_t(0)
     env = os.environ.get("LINFORMER_DEVICE")
-    call_with_errbuf(n.lib.lf_devices_select, env.encode() if env else None, infos, count, ctypes.byref(chosen))
+    picked = n.lib.lf_devices_select(env.encode() if env else None, infos, count, ctypes.byref(chosen), None, 0)
+    default = chosen.value if picked == 0 else None  # a LINFORMER_DEVICE that matches nothing marks none
     return [Device(selector=f"{d.platform_index}:{d.device_index}", platform=text(d.platform_name),
-                   name=text(d.device_name), type=TYPES.get(d.type, "other"), default=i == chosen.value,
+                   name=text(d.device_name), type=TYPES.get(d.type, "other"), default=i == default,
                    vendor=text(d.vendor), driver_version=text(d.driver_version),
                    global_mem_bytes=d.global_mem_bytes, compute_units=d.compute_units)
             for i, d in enumerate(infos[:count])]

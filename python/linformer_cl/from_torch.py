@@ -3,47 +3,19 @@
 The configs come from what the module says (heads, dim_head, seq_len, k,
 share_kv, its Linear layers); every tensor then goes through the shaped
 setters, so a tensor whose shape differs from the config is an error naming
-both. Where each tensor goes is in layouts.py.
+both. Where each tensor goes is in layouts.py; fairseq's state dicts are
+read in from_fairseq.py.
 """
-import contextlib
 import ctypes
 
-import numpy as np
-
 from . import _native as n
+from ._build import ENCODER, GELU, GELU_TANH, LM, NORM_PRE, RELU, SHARE_HEADWISE, SHARE_KV, build_stack
+from ._build import closed_on_error, set_weights
 from ._context import Context
 from .errors import ArgumentError, UnsupportedError
-from .layouts import LUCIDRAINS_ATTENTION, LUCIDRAINS_BLOCK, LUCIDRAINS_LM, TRANSPOSED
-from .load import layer_info, stack_info
+from .layouts import LUCIDRAINS_ATTENTION, LUCIDRAINS_BLOCK, LUCIDRAINS_LM
+from .load import layer_info
 from .model import Model
-
-SHARE_HEADWISE, SHARE_KV = 1, 2
-ENCODER, LM = 1, 3
-GELU, GELU_TANH, RELU = 1, 2, 3
-NORM_PRE = 1
-
-
-def _array(name, tensor, stored):
-    """A float32 C-ordered copy of a tensor, in the layout the library takes."""
-    t = tensor.detach().cpu()
-    if not t.is_floating_point():
-        raise ArgumentError(f"tensor \"{name}\" is {t.dtype}, not a floating-point tensor")
-    a = t.float().numpy()
-    return np.ascontiguousarray(a.T if stored == TRANSPOSED else a)
-
-
-def set_weights(ctx, setter, table, state, prefix):
-    """Hands every tensor of `table` found under prefix to setter(name, dims, ndims, data)."""
-    for name, tensor_name, stored in table:
-        full = prefix + tensor_name
-        if full not in state:
-            continue  # an optional tensor (a bias); a missing required one is named by the library
-        a = _array(full, state[full], stored)
-        dims = (ctypes.c_size_t * max(a.ndim, 1))(*a.shape)
-        try:
-            ctx.check(setter(name.encode(), dims, a.ndim, a.ctypes.data_as(n.floats)))
-        except ArgumentError as e:
-            raise ArgumentError(f"tensor \"{full}\" {tuple(a.shape)}: {e}") from None
 
 
 def attention_config(att):
@@ -97,20 +69,10 @@ def model_config(linformer, lm=None):
     return cfg, attn
 
 
-@contextlib.contextmanager
-def _closed_on_error(model):
-    """Yields model; closes it (its handle and context) when the block raises."""
-    try:
-        yield model
-    except BaseException:
-        model.close()
-        raise
-
-
 def _layer(ctx, att):
     cfg, handle = attention_config(att), n.handle()
     ctx.check(n.lib.lf_attention_create(ctx.handle, ctypes.byref(cfg), None, ctypes.byref(handle)))
-    with _closed_on_error(Model(ctx, handle, None, is_layer=True)) as model:
+    with closed_on_error(Model(ctx, handle, None, is_layer=True)) as model:
         setter = lambda name, dims, ndims, data: n.lib.lf_attention_set_weight_shaped(handle, name, dims, ndims, data)
         set_weights(ctx, setter, LUCIDRAINS_ATTENTION, att.state_dict(), "")
         n.lib.lf_attention_config_get(handle, ctypes.byref(cfg))
@@ -120,25 +82,22 @@ def _layer(ctx, att):
 
 def _stack(ctx, module, linformer, lm, stem):
     cfg, attn = model_config(linformer, lm)
-    handle = n.handle()
-    ctx.check(n.lib.lf_model_create(ctx.handle, ctypes.byref(cfg), attn, ctypes.byref(handle)))
-    state = module.state_dict()
-    with _closed_on_error(Model(ctx, handle, None, is_layer=False)) as model:
-        for i in range(-1 if lm is not None else 0, cfg.layers):
-            table, prefix = (LUCIDRAINS_LM, "") if i < 0 else (LUCIDRAINS_BLOCK, f"{stem}net.layers.{i}.")
-            setter = lambda name, dims, ndims, data, i=i: n.lib.lf_model_set_weight_shaped(handle, i, name, dims,
-                                                                                           ndims, data)
-            set_weights(ctx, setter, table, state, prefix)
-        model.info = stack_info(ctx, handle)
-    return model
+    return build_stack(ctx, cfg, attn, module.state_dict(), LUCIDRAINS_BLOCK, lambda i: f"{stem}net.layers.{i}.",
+                       LUCIDRAINS_LM if lm is not None else (), "")
 
 
-def from_torch(module, device=None):
+def from_torch(module, device=None, *, args=None):
     """A Model running lucidrains' LinformerSelfAttention, Linformer or LinformerLM `module` on a device.
 
-    The module's weights are copied (later changes to it are not seen); the
-    model computes what the module computes in eval mode.
+    A dict is a fairseq Linformer encoder's state dict, with the checkpoint's
+    `args` (a Namespace or dict: encoder_attention_heads, activation_fn,
+    encoder_normalize_before, padding_idx). The weights are copied (later
+    changes to the module are not seen); the model computes what the module
+    computes in eval mode.
     """
+    if isinstance(module, dict):
+        from .from_fairseq import from_fairseq
+        return from_fairseq(module, args, device)
     kind = type(module).__name__
     if kind not in ("LinformerSelfAttention", "Linformer", "LinformerLM"):
         raise ArgumentError(f"from_torch takes lucidrains' LinformerSelfAttention, Linformer or LinformerLM, "

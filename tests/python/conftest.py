@@ -14,7 +14,10 @@ VENDORS = os.path.join(ROOT, "build", "opencl-vendors")
 if "OCL_ICD_VENDORS" not in os.environ and os.path.isdir(VENDORS):
     os.environ["OCL_ICD_VENDORS"] = VENDORS  # read once, when the first context is created
 
-RUNTIMES = ["pocl", "intel"]
+# Intel's runtime unless it is absent or skipped, as tests/CMakeLists.txt decides.
+INTEL = os.path.exists(os.path.join(os.environ["OCL_ICD_VENDORS"], "intel-cpu.icd")) \
+    if os.environ.get("OCL_ICD_VENDORS") else False
+RUNTIMES = ["pocl"] + (["intel"] if INTEL and os.environ.get("LINFORMER_SKIP_INTEL") != "1" else [])
 
 
 @pytest.fixture(params=RUNTIMES)

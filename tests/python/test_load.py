@@ -1,5 +1,7 @@
 """load() of every file under tests/data against the y its io file holds, and mixed lengths."""
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -65,3 +67,18 @@ def test_torch_tensor_in_gives_torch_tensor_out():
     with linformer_cl.load(PLAIN, device="pocl") as model:
         y = model(torch.from_numpy(io["x"]))
         assert isinstance(y, torch.Tensor) and relative_error(y.numpy(), io["y"]) <= 1e-4
+
+
+def test_the_package_imports_and_loads_without_torch():
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "import linformer_cl, numpy\n"
+            f"m = linformer_cl.load({PLAIN!r}, device='pocl')\n"
+            "print(m(numpy.zeros((1, 4, 32), numpy.float32)).shape)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0 and "(1, 4, 32)" in r.stdout, r.stderr
+
+
+def test_an_unmatched_linformer_device_marks_no_default(monkeypatch):
+    monkeypatch.setenv("LINFORMER_DEVICE", "no-such-device")
+    found = linformer_cl.devices()
+    assert found and not any(d.default for d in found)
