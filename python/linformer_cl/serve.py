@@ -127,13 +127,18 @@ def load_into(args, token, config):
 
 
 def serve_until_signal(triton):
+    """Serves until SIGTERM or SIGINT (0) or until Triton ends by itself (1)."""
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     while not stop.wait(timeout=1.0) and triton.is_alive():
         pass
-    print("linformer-serve: stopping once the requests in flight are answered", flush=True)
+    if stop.is_set():
+        print("linformer-serve: stopping once the requests in flight are answered", flush=True)
+    else:
+        print("linformer-serve: Triton Inference Server ended by itself", file=sys.stderr, flush=True)
     triton.stop()
+    return 0 if stop.is_set() else 1
 
 
 def main(argv=None):
@@ -157,8 +162,7 @@ def main(argv=None):
     print(f"linformer-serve: {name} ({info.kind}, d_model {info.d_model}) on {', '.join(selectors)}: "
           f"http://{args.host}:{args.http_port}/v2/models/{name}/infer, gRPC {args.host}:{args.grpc_port}",
           flush=True)
-    serve_until_signal(triton)
-    return 0
+    return serve_until_signal(triton)
 
 
 if __name__ == "__main__":
