@@ -21,11 +21,6 @@ import threading
 
 import linformer_cl
 
-# Batching stays exact only where every GEMM gives each row the same bits
-# whatever the batch around it: CLBlast's kernels do, the host BLAS picks
-# its kernels by shape (README, "Serving").
-os.environ.setdefault("LINFORMER_GEMM", "clblast")
-
 # How long Triton waits for requests in flight when told to stop; PyTriton
 # itself waits 30 s for Triton before killing it.
 EXIT_TIMEOUT_S = 20
@@ -103,7 +98,10 @@ def check_ports_free(args):
 
 
 def start_triton(args):
-    from pytriton.triton import Triton, TritonConfig, TritonSecurityConfig
+    try:
+        from pytriton.triton import Triton, TritonConfig, TritonSecurityConfig
+    except ImportError:
+        raise SystemExit("linformer-serve needs PyTriton: pip install \"linformer-cl[serve]\"") from None
     security = TritonSecurityConfig(restricted_endpoints=ENDPOINTS_NEEDING_TOKEN)
     config = TritonConfig(http_address=args.host, http_port=args.http_port, grpc_address=args.host,
                           grpc_port=args.grpc_port, metrics_address=args.host, metrics_port=args.metrics_port,
@@ -114,7 +112,11 @@ def start_triton(args):
 
 
 def load_into(args, token, config):
-    """Hands the model (its configuration and model.py) to Triton through the repository API."""
+    """Hands the model (its configuration and model.py) to Triton through the repository API.
+
+    Not PyTriton's bind(): its models answer a batch with one error for all
+    of its requests and cannot mark an input ragged.
+    """
     import tritonclient.http as http
     from pytriton.client.auth import create_auth_headers
     source = (pathlib.Path(__file__).parent / "triton_model.py").read_bytes()
@@ -143,6 +145,10 @@ def serve_until_signal(triton):
 
 def main(argv=None):
     args = parse_args(argv)
+    # Batching stays exact only where every GEMM gives each row the same bits
+    # whatever the batch around it: CLBlast's kernels do, the host BLAS picks
+    # its kernels by shape (README, "Serving"). Triton's processes inherit it.
+    os.environ.setdefault("LINFORMER_GEMM", "clblast")
     path = pathlib.Path(args.model).resolve()
     name = model_name(args)
     try:
