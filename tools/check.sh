@@ -3,7 +3,8 @@
 # Criterion test once on each OpenCL platform (PoCL, and Intel's CPU runtime
 # unless LINFORMER_SKIP_INTEL=1: tests/CMakeLists.txt), then builds a program
 # against the installed package and runs the robustness checks (on the
-# default device), and the Python package's tests (tools/check-python.sh).
+# default device), the Python package's tests (tools/check-python.sh) and
+# the serving load test (tools/check-serve.sh).
 set -eu
 cd "$(dirname "$0")/.."
 mkdir -p build
@@ -16,3 +17,4 @@ tools/check-bundle.sh
 tests/consumer/check.sh
 tools/check-robustness.sh
 tools/check-python.sh
+tools/check-serve.sh
