@@ -2,12 +2,14 @@
 #define _POSIX_C_SOURCE 200809L
 #include "bench_plot.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <spawn.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -72,6 +74,17 @@ const char *bench_plot_kind(const char *path)
     return NULL;
 }
 
+size_t bench_plot_outputs(const char *path, bench_plot_side *side, named_file *out)
+{
+    if (!path) return 0;
+    snprintf(side->data, sizeof side->data, "%s.dat", path);
+    snprintf(side->script, sizeof side->script, "%s.gp", path);
+    out[0] = (named_file){"--plot", path};
+    out[1] = (named_file){"the data of --plot", side->data};
+    out[2] = (named_file){"the script of --plot", side->script};
+    return 3;
+}
+
 void bench_plot_abort(bench_plot_files *f)
 {
     output_file_abort(f->figure);
@@ -87,12 +100,12 @@ int bench_plot_open(const char *path, bench_plot_files *f, char *err, size_t err
         snprintf(err, err_size, "--plot %s: the figure is drawn as .png, .svg or .pdf, by the file's extension", path);
         return -1;
     }
-    char data[4096], script[4096];
-    snprintf(data, sizeof data, "%s.dat", path);
-    snprintf(script, sizeof script, "%s.gp", path);
+    bench_plot_side side;
+    named_file named[3];
+    bench_plot_outputs(path, &side, named);
     if ((f->figure = output_file_open(path, NULL, 0, err, err_size)) &&
-        (f->data = output_file_open(data, NULL, 0, err, err_size)) &&
-        (f->script = output_file_open(script, NULL, 0, err, err_size)))
+        (f->data = output_file_open(side.data, NULL, 0, err, err_size)) &&
+        (f->script = output_file_open(side.script, NULL, 0, err, err_size)))
         return 0;
     bench_plot_abort(f);
     return -1;
@@ -122,6 +135,26 @@ static int run_gnuplot(char *const argv[], int figure, char *err, size_t err_siz
         return -1;
     }
     return 0;
+}
+
+/* Whether the figure gnuplot wrote into fd is whole: gnuplot exits 0 after a
+ * failed write (a full disk), so the file's end is read back: a PNG's IEND
+ * chunk, an SVG's closing tag, a PDF's %%EOF. What is not a regular file (a
+ * pipe) cannot be read back and is trusted. */
+static bool figure_whole(int fd, const char *kind)
+{
+    static const unsigned char iend[12] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xAE, 0x42, 0x60, 0x82};
+    struct stat st;
+    if (fstat(fd, &st) != 0) return false;
+    if (!S_ISREG(st.st_mode)) return true;
+    char tail[16];
+    const size_t got = st.st_size < (off_t)sizeof tail ? (size_t)st.st_size : sizeof tail;
+    if (got == 0 || pread(fd, tail, got, st.st_size - (off_t)got) != (ssize_t)got) return false;
+    if (strcmp(kind, "png") == 0) return got >= sizeof iend && memcmp(tail + got - sizeof iend, iend, sizeof iend) == 0;
+    size_t end = got;
+    while (end > 0 && isspace((unsigned char)tail[end - 1])) end--;
+    const char *mark = strcmp(kind, "svg") == 0 ? "</svg>" : "%%EOF";
+    return end >= strlen(mark) && memcmp(tail + end - strlen(mark), mark, strlen(mark)) == 0;
 }
 
 /* The data (already written) and the built-in script `name`, put in place. */
@@ -162,6 +195,11 @@ int bench_plot_draw(bench_plot_files *f, const char *script_name, int blocks, co
         rc = -1;
     }
     if (rc == 0) rc = run_gnuplot(argv, output_file_fd(f->figure), err, err_size);
+    if (rc == 0 && !figure_whole(output_file_fd(f->figure), f->kind)) {
+        snprintf(err, err_size, "gnuplot could not write the whole of %s (a full disk?); the old file is kept, the "
+                 "data is in %s", figure, data);
+        rc = -1;
+    }
     if (rc == 0) rc = output_file_commit(f->figure, err, err_size);
     else output_file_abort(f->figure);
     f->figure = NULL;

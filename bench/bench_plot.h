@@ -16,8 +16,17 @@ int bench_plot_data(FILE *out, const bench_results *r);
  * (any case); NULL for another extension. */
 const char *bench_plot_kind(const char *path);
 
-/* The figure PATH, its data PATH.dat and its script PATH.gp, opened before the
- * sweep so that a path that cannot be written fails at once. */
+/* The figure PATH and its side files, its data PATH.dat and its script PATH.gp. */
+typedef struct {
+    char data[4096], script[4096];
+} bench_plot_side;
+
+/* The three as outputs for output_files_check (out has room for 3); returns
+ * their count, 0 for no figure (path NULL). */
+size_t bench_plot_outputs(const char *path, bench_plot_side *side, named_file *out);
+
+/* The figure and its side files, opened before the sweep so that a path that
+ * cannot be written fails at once. */
 typedef struct {
     output_file *figure, *data, *script;
     const char *kind;

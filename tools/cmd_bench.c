@@ -56,6 +56,10 @@ static void files_abort(bench_files *f)
 static int files_open(const bench_options *o, bench_files *f, char *err, size_t err_size)
 {
     memset(f, 0, sizeof *f);
+    bench_plot_side side;
+    named_file outputs[5] = {{"--csv", o->csv}, {"--json", o->json}};
+    const size_t count = 2 + bench_plot_outputs(o->plot, &side, outputs + 2);
+    if (output_files_check(outputs, count, NULL, 0, err, err_size) != 0) return -1;
     if ((!o->csv || (f->csv = output_file_open(o->csv, NULL, 0, err, err_size))) &&
         (!o->json || (f->json = output_file_open(o->json, NULL, 0, err, err_size))) &&
         (!o->plot || bench_plot_open(o->plot, &f->plot, err, err_size) == 0))

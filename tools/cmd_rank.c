@@ -94,13 +94,10 @@ static int choose_sweep(const rank_options *o, const int *own_k, int layers, int
     return 0;
 }
 
-/* The CSV through an atomic output file, never over the model or the input. */
-static int write_csv(const rank_options *o, const rank_results *r)
+/* The CSV, opened before the measurement (a path that cannot be written fails at once), committed here. */
+static int write_csv(output_file *f, const rank_results *r)
 {
     char err[1024];
-    const char *inputs[2] = {o->model, o->input};
-    output_file *f = output_file_open(o->csv, inputs, 2, err, sizeof err);
-    if (!f) return fail("%s", err);
     rank_write_csv(output_file_stream(f), r);
     return output_file_commit(f, err, sizeof err) ? fail("%s", err) : 0;
 }
@@ -192,8 +189,16 @@ int cmd_rank(int argc, char **argv)
     int rc = parse(argc, argv, &o);
     if (rc) return rc == 1 ? 0 : rc;
     char msg[4096];
+    bench_plot_side side;
+    named_file outputs[4] = {{"--csv", o.csv}};
+    const named_file inputs[2] = {{"--model", o.model}, {"--input", o.input}};
+    const size_t count = 1 + bench_plot_outputs(o.plot, &side, outputs + 1);
+    if (output_files_check(outputs, count, inputs, 2, msg, sizeof msg) != 0) return fail("%s", msg);
+    const char *paths[2] = {o.model, o.input};
+    output_file *csv = o.csv ? output_file_open(o.csv, paths, 2, msg, sizeof msg) : NULL;
+    if (o.csv && !csv) return fail("%s", msg);
     bench_plot_files plot = {0};
-    if (o.plot && bench_plot_open(o.plot, &plot, msg, sizeof msg) != 0) return fail("%s", msg);
+    if (o.plot && bench_plot_open(o.plot, &plot, msg, sizeof msg) != 0) return output_file_abort(csv), fail("%s", msg);
     lf_context *ctx = NULL;
     run_input in = {0};
     rank_results r = {0};
@@ -201,7 +206,8 @@ int cmd_rank(int argc, char **argv)
     if (st != LF_OK) rc = fail("%s: %s", lf_status_string(st), msg);
     else rc = run_is_layer_file(o.model, NULL) ? measure_layer_file(ctx, &o, &in, &r) : measure_model(ctx, &o, &in, &r);
     if (rc == 0) rank_print_table(stdout, &r);
-    if (rc == 0 && o.csv) rc = write_csv(&o, &r);
+    if (rc == 0 && csv) rc = write_csv(csv, &r);
+    else output_file_abort(csv);
     if (rc == 0 && o.plot && rank_plot_finish(&plot, &r, msg, sizeof msg) != 0) rc = fail("%s", msg);
     bench_plot_abort(&plot);
     rank_results_free(&r);

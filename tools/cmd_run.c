@@ -330,6 +330,8 @@ int cmd_run(int argc, char **argv)
     if (rc) return rc == 1 ? 0 : rc;
     char msg[4096];
     const char *inputs[2] = {o.model, o.input};
+    const named_file output = {"--output", o.output}, named[2] = {{"--model", o.model}, {"--input", o.input}};
+    if (output_files_check(&output, 1, named, 2, msg, sizeof msg) != 0) return fail("%s", msg);
     output_file *out = o.output ? output_file_open(o.output, inputs, 2, msg, sizeof msg) : NULL;
     if (o.output && !out) return fail("%s", msg);
     lf_context *ctx = NULL;
