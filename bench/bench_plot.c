@@ -74,6 +74,13 @@ const char *bench_plot_kind(const char *path)
     return NULL;
 }
 
+int bench_plot_check_name(const char *path, char *err, size_t err_size)
+{
+    if (bench_plot_kind(path)) return 0;
+    snprintf(err, err_size, "--plot %s: the figure is drawn as .png, .svg or .pdf, by the file's extension", path);
+    return -1;
+}
+
 size_t bench_plot_outputs(const char *path, bench_plot_side *side, named_file *out)
 {
     if (!path) return 0;
@@ -96,10 +103,8 @@ void bench_plot_abort(bench_plot_files *f)
 int bench_plot_open(const char *path, bench_plot_files *f, char *err, size_t err_size)
 {
     memset(f, 0, sizeof *f);
-    if (!(f->kind = bench_plot_kind(path))) {
-        snprintf(err, err_size, "--plot %s: the figure is drawn as .png, .svg or .pdf, by the file's extension", path);
-        return -1;
-    }
+    if (bench_plot_check_name(path, err, err_size) != 0) return -1;
+    f->kind = bench_plot_kind(path);
     bench_plot_side side;
     named_file named[3];
     bench_plot_outputs(path, &side, named);

@@ -16,6 +16,10 @@ int bench_plot_data(FILE *out, const bench_results *r);
  * (any case); NULL for another extension. */
 const char *bench_plot_kind(const char *path);
 
+/* 0 when the figure's name has one of those extensions; else -1 with the
+ * message (a usage error: the commands check it with their options). */
+int bench_plot_check_name(const char *path, char *err, size_t err_size);
+
 /* The figure PATH and its side files, its data PATH.dat and its script PATH.gp. */
 typedef struct {
     char data[4096], script[4096];

@@ -388,7 +388,6 @@ Test(program, refuses_before_the_sweep, .timeout = 600)
         const char *args, *named;
     } bad[] = {
         {TINY " --csv /nonexistent/a.csv", "/nonexistent/a.csv"},
-        {TINY " --plot /tmp/figure.gif", ".png, .svg or .pdf"},
         /* within the options' limits, past the library's (k x n above 2^40) */
         {"--n 16,16777216 --k 16777216 --d-model 32 --heads 2 --modes dense,linformer", "k=16777216"},
     };

@@ -134,6 +134,25 @@ Test(check, every_command_refuses_a_clash_before_any_work, .timeout = 600)
     lf_test_remove_dir(dir);
 }
 
+/* A figure's extension is checked with the options: a usage error, as every other. */
+Test(check, a_figure_of_another_kind_is_a_usage_error)
+{
+    char cmd[10000], log[4096], model[4200], input[4200];
+    snprintf(model, sizeof model, MODEL, LF_SOURCE_DIR);
+    snprintf(input, sizeof input, INPUT, LF_SOURCE_DIR);
+    const char *tails[] = {BENCH " --plot /tmp/out.jpg", "rank --model %s --input %s --plot /tmp/out.jpg"};
+    for (size_t i = 0; i < 2; i++) {
+        char args[9000];
+        snprintf(args, sizeof args, tails[i], model, input);
+        snprintf(cmd, sizeof cmd, "%s %s", LF_TOOL_PATH, args);
+        cr_expect_eq(lf_test_system(cmd, log, sizeof log), 2, "%s:\n%s", args, log);
+        cr_expect(strstr(log, ".png, .svg or .pdf") && strstr(log, "--help"), "%s:\n%s", args, log);
+    }
+    snprintf(cmd, sizeof cmd, "%s run --help", LF_TOOL_PATH);
+    cr_expect_eq(lf_test_system(cmd, log, sizeof log), 0);
+    cr_expect(strstr(log, "[--output Y.safetensors]") != NULL, "--check makes --output optional:\n%s", log);
+}
+
 /* ---- A figure is whole before it replaces the old one ---- */
 
 /* A tmpfs of 256 KiB, full but for 4 pages: the figure's data and script fit, the PNG does not. */

@@ -37,7 +37,8 @@ static void usage(FILE *out)
             "  --csv FILE    one row per sequence, layer and head: seq,layer,head,n,k90,k95,k99 and\n"
             "                err_k<K> per k (empty where that k cannot run, e.g. a causal layer)\n"
             "  --plot FILE   .png, .svg or .pdf: the spectra (one curve per layer and head) beside a\n"
-            "                heat map of k90 over layers and heads; FILE.dat and FILE.gp stay beside it\n"
+            "                heat map of k90 over layers and heads; FILE.png.dat and FILE.png.gp stay\n"
+            "                beside it\n"
             "  --heads H     head count, when the model's __metadata__ has none\n"
             "  --device SEL  see `linformer devices --help`\n\n"
             "stdout gets a table per layer and head, means over the sequences. A sequence whose n x n\n"
@@ -69,6 +70,7 @@ static int parse(int argc, char **argv, rank_options *o)
         (v[O_SEED] && cli_u64("--seed", v[O_SEED], &o->seed, err, sizeof err)))
         return cli_usage_error("rank", err);
     if (!o->model || !o->input) return cli_usage_error("rank", !o->model ? "--model is required" : "--input is required");
+    if (o->plot && bench_plot_check_name(o->plot, err, sizeof err) != 0) return cli_usage_error("rank", err);
     return 0;
 }
 

@@ -20,7 +20,7 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: linformer run --model M.safetensors --input X.safetensors --output Y.safetensors\n"
+            "usage: linformer run --model M.safetensors --input X.safetensors [--output Y.safetensors]\n"
             "                     [--device SEL] [--heads H] [--mode linformer|dense|flash]\n"
             "                     [--repeat N] [--warmup N] [--profile] [--check] [--tolerance T]\n"
             "                     [--causal] [--projection mean|max]\n"
@@ -32,7 +32,7 @@ static void usage(FILE *out)
             "The input file holds `x` (f32 [batch, n, d_model]) or `tokens`, optionally `lengths` (i32\n"
             "or i64 [batch]) and the expected output `y`; other tensors are ignored (with a note). The\n"
             "output file gets `y`; it is replaced atomically, and never when it is the model or the\n"
-            "input.\n\n"
+            "input. --output is required unless --check is given.\n\n"
             "  --heads H      head count (1 to %d), needed when the model's __metadata__ has no\n"
             "                 \"heads\" entry; one that contradicts it is an error\n"
             "  --mode M       linformer (default), or the exact baselines dense and flash\n"
