@@ -184,6 +184,7 @@ typedef struct {
     float *p, *outputs;
     double *sigma;
     int n, width, d_head;
+    bool not_finite; /* P was not: the sequence is skipped, the run goes on */
     char *err; /* where a failure of our own is described */
     size_t err_size;
 } sequence_work;
@@ -212,6 +213,13 @@ static lf_status head_outputs(const rank_layer *L, const float *x, const rank_re
     return st;
 }
 
+static bool all_finite(const float *x, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        if (!isfinite(x[i])) return false;
+    return true;
+}
+
 /* One row: P of `head` from the device (unless w->p holds it already), its spectrum and k-levels, the errors. */
 static lf_status measure_head(const rank_layer *L, const float *x, int head, bool have_p, sequence_work *w,
                               rank_row *row, const rank_results *r)
@@ -219,9 +227,13 @@ static lf_status measure_head(const rank_layer *L, const float *x, int head, boo
     const int n = w->n;
     lf_status st = have_p ? LF_OK : lf_attention_probabilities(L->exact, x, w->p, n, head);
     if (st != LF_OK) return st;
+    if ((w->not_finite = !all_finite(w->p, (size_t)n * n))) {
+        snprintf(w->err, w->err_size, "head %d's attention matrix is not finite (NaN or inf)", head);
+        return LF_ERR_UNSUPPORTED;
+    }
     if (rank_singular_values(w->p, n, w->sigma) != 0) {
         snprintf(w->err, w->err_size, "the SVD of head %d's %d x %d attention matrix failed (out of host memory, "
-                 "or P is not finite)", head, n, n);
+                 "or LAPACK did not converge)", head, n, n);
         return LF_ERR_UNSUPPORTED;
     }
     rank_cumulative(w->sigma, n, row->cumulative);
@@ -233,6 +245,13 @@ static lf_status measure_head(const rank_layer *L, const float *x, int head, boo
     return LF_OK;
 }
 
+/* Drops the rows from `first` on (a sequence skipped halfway) and counts the skip. */
+static void skip_rows(rank_results *r, size_t first)
+{
+    while (r->count > first) free(r->rows[--r->count].cumulative);
+    r->skipped++;
+}
+
 static lf_status measure_sequence(const rank_layer *L, int layer_index, int seq, const float *x, int n,
                                   rank_results *r, FILE *log, char *err, size_t err_size)
 {
@@ -240,6 +259,12 @@ static lf_status measure_sequence(const rank_layer *L, int layer_index, int seq,
     sequence_work w;
     lf_status st = lf_attention_config_get(L->exact, &cfg);
     if (st != LF_OK) return st;
+    if (!all_finite(x, (size_t)n * cfg.d_model)) { /* one bad sequence does not end the run */
+        fprintf(log, "linformer rank: layer %d, sequence %d: its input is not finite (NaN or inf); skipped\n",
+                layer_index, seq);
+        r->skipped++;
+        return LF_OK;
+    }
     if (work_alloc(&w, &cfg, n, r->ks, err, err_size) != 0) {
         fprintf(log, "linformer rank: sequence %d (n = %d): out of host memory for its %d x %d matrix; skipped\n", seq,
                 n, n, n);
@@ -256,11 +281,18 @@ static lf_status measure_sequence(const rank_layer *L, int layer_index, int seq,
         work_free(&w);
         return LF_OK;
     }
+    const size_t first = r->count;
     for (int h = 0; h < cfg.heads && st == LF_OK; h++) {
         rank_row *row = add_row(r, n);
         if (!row) st = LF_ERR_OUT_OF_MEMORY, snprintf(err, err_size, "out of host memory for the results");
         else *row = (rank_row){.seq = seq, .layer = layer_index, .head = h, .n = n, .cumulative = row->cumulative};
         if (st == LF_OK) st = measure_head(L, x, h, h == 0, &w, row, r);
+    }
+    if (w.not_finite) { /* this sequence only */
+        fprintf(log, "linformer rank: layer %d, sequence %d: %s; skipped\n", layer_index, seq, err);
+        skip_rows(r, first);
+        err[0] = '\0';
+        st = LF_OK;
     }
     work_free(&w);
     return st;

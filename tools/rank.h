@@ -40,7 +40,7 @@ typedef struct {
     int ks;
     rank_row *rows;
     size_t count, capacity;
-    int skipped; /* sequences too long for an n x n matrix (device budget or host memory) */
+    int skipped; /* sequences too long for an n x n matrix (device budget or host memory), or not finite */
 } rank_results;
 
 /* The layers one measurement compares: the exact one gives P and the exact head

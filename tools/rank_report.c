@@ -60,7 +60,8 @@ void rank_print_table(FILE *out, const rank_results *r)
                 else fprintf(out, " %9s", "-"); /* that k could not run */
             fputc('\n', out);
         }
-    if (r->skipped) fprintf(out, "(%d sequence(s) skipped: too long for an n x n matrix, see above)\n", r->skipped);
+    if (r->skipped) fprintf(out, "(%d sequence(s) skipped: too long for an n x n matrix, or not finite; see above)\n",
+                            r->skipped);
 }
 
 void rank_write_csv(FILE *out, const rank_results *r)
