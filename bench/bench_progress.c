@@ -25,19 +25,32 @@ void bench_progress_clear(const bench_progress *pg)
     if (pg->tty) fputs("\r\033[K", stderr);
 }
 
-void bench_progress_line(bench_progress *pg, bool step, const char *line)
+/* The bar after `used` bytes of out (a terminal, and steps left), then all of out in one write. */
+static void put_with_bar(const bench_progress *pg, char *out, size_t size, int used, const char *what)
 {
     enum { WIDTH = 40 };
-    char out[4096];
-    pg->done += step;
-    int used = snprintf(out, sizeof out, "%s%s\n", pg->tty ? "\r\033[K" : "", line);
-    if (pg->tty && pg->done < pg->total && used > 0 && (size_t)used < sizeof out) {
+    if (pg->tty && pg->done < pg->total && used >= 0 && (size_t)used < size) {
         const int fill = (int)(WIDTH * pg->done / (pg->total ? pg->total : 1));
-        snprintf(out + used, sizeof out - (size_t)used, "[%.*s%*s] %zu/%zu  %.0f s", fill,
-                 "########################################", WIDTH - fill, "", pg->done, pg->total, elapsed_s(pg));
+        snprintf(out + used, size - (size_t)used, "[%.*s%*s] %zu/%zu  %.0f s%s%s", fill,
+                 "########################################", WIDTH - fill, "", pg->done, pg->total, elapsed_s(pg),
+                 *what ? "  " : "", what);
     }
     fputs(out, stderr);
     fflush(stderr);
+}
+
+void bench_progress_line(bench_progress *pg, bool step, const char *line)
+{
+    char out[4096];
+    pg->done += step;
+    put_with_bar(pg, out, sizeof out, snprintf(out, sizeof out, "%s%s\n", pg->tty ? "\r\033[K" : "", line), "");
+}
+
+void bench_progress_tick(bench_progress *pg, const char *what)
+{
+    char out[1024];
+    pg->done++;
+    if (pg->tty) put_with_bar(pg, out, sizeof out, snprintf(out, sizeof out, "\r\033[K"), what);
 }
 
 void bench_progress_row(bench_progress *pg, const bench_row *r, const char *oom_msg)

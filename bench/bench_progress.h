@@ -11,7 +11,7 @@
 
 #include "bench.h"
 
-typedef struct {
+typedef struct bench_progress {
     size_t total, done;
     bool tty;
     struct timespec start;
@@ -21,6 +21,9 @@ void bench_progress_start(bench_progress *pg, size_t total);
 
 /* A finished step's line (`step` true) or a note, printed above the bar. */
 void bench_progress_line(bench_progress *pg, bool step, const char *line);
+
+/* A finished step without a line: on a terminal the bar, with what it did. */
+void bench_progress_tick(bench_progress *pg, const char *what);
 
 /* Clears the bar (before other output, or at the end). */
 void bench_progress_clear(const bench_progress *pg);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "announce.h"
 #include "bench.h"
 #include "bench_options.h"
 #include "bench_output.h"
@@ -166,6 +167,7 @@ int cmd_bench(int argc, char **argv)
         files_abort(&files);
         return 1;
     }
+    for (size_t i = 0; i < ndev; i++) tool_announce("bench", devs[i].ctx);
     bench_options_default_ns(&o, all_gpus(devs, ndev));
     int status = 1;
     if (bench_sweep_check(&o, devs, ndev, err, sizeof err) != 0) {

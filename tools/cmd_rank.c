@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "announce.h"
+#include "bench_progress.h"
 #include "cli.h"
 #include "commands.h"
 #include "linformer.h"
@@ -141,6 +143,7 @@ static int measure_layer_file(lf_context *ctx, const rank_options *o, run_input 
     int rc = st == LF_OK ? 0 : fail("%s: %s", lf_status_string(st), lf_context_last_error(ctx));
     const run_input_spec spec = {"rank", false, cfg.d_model, cfg.max_seq_len, 0};
     if (rc == 0) rc = run_input_read(o->input, &spec, in);
+    if (rc == 0) bench_progress_start(r->progress, (size_t)in->batch * cfg.heads);
     if (rc == 0) rc = choose_sweep(o, &layer.model_k, 1, cfg.max_seq_len, in->n, r);
     if (rc == 0) return measure_loaded(ctx, o, &src, &layer, in->x, in, r);
     rank_free_layer(&layer);
@@ -172,6 +175,7 @@ static int measure_model(lf_context *ctx, const rank_options *o, run_input *in, 
             lf_model_kind_name(info.kind), info.layers, info.d_model, info.heads);
     const run_input_spec spec = {"rank", info.kind != LF_MODEL_ENCODER, info.d_model, info.max_seq_len, 0};
     int rc = run_input_read(o->input, &spec, in);
+    if (rc == 0) bench_progress_start(r->progress, (size_t)info.layers * in->batch * info.heads);
     if (rc == 0) rc = model_sweep(o, model, &info, in->n, r);
     float *x = rc ? NULL : malloc((size_t)in->batch * in->n * info.d_model * sizeof *x);
     if (rc == 0 && !x) rc = fail("out of host memory for a layer's input");
@@ -203,10 +207,14 @@ int cmd_rank(int argc, char **argv)
     if (o.plot && bench_plot_open(o.plot, &plot, msg, sizeof msg) != 0) return output_file_abort(csv), fail("%s", msg);
     lf_context *ctx = NULL;
     run_input in = {0};
-    rank_results r = {0};
+    bench_progress progress;
+    rank_results r = {.progress = &progress};
+    bench_progress_start(&progress, 0);
     lf_status st = lf_context_create(o.device, &ctx, msg, sizeof msg);
     if (st != LF_OK) rc = fail("%s: %s", lf_status_string(st), msg);
-    else rc = run_is_layer_file(o.model, NULL) ? measure_layer_file(ctx, &o, &in, &r) : measure_model(ctx, &o, &in, &r);
+    else tool_announce("rank", ctx);
+    if (st == LF_OK) rc = run_is_layer_file(o.model, NULL) ? measure_layer_file(ctx, &o, &in, &r) : measure_model(ctx, &o, &in, &r);
+    bench_progress_clear(&progress);
     if (rc == 0) rank_print_table(stdout, &r);
     if (rc == 0 && csv) rc = write_csv(csv, &r);
     else output_file_abort(csv);

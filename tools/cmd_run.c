@@ -1,12 +1,12 @@
 /* cmd_run.c - `linformer run`: an attention layer, or a whole model (cmd_run_model.c), from safetensors files. */
 #define _POSIX_C_SOURCE 200809L
-#include <dirent.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "announce.h"
 #include "cli.h"
 #include "commands.h"
 #include "linformer.h"
@@ -129,37 +129,6 @@ static int fail(const char *fmt, ...)
     fputc('\n', stderr);
     va_end(ap);
     return 1;
-}
-
-/* The kernel cache as the library finds it (linformer.h): NULL when it is off. */
-static const char *cache_dir(char *buf, size_t size)
-{
-    const char *dir = getenv("LINFORMER_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (dir && strcmp(dir, "off") == 0) return NULL;
-    if (dir && *dir) snprintf(buf, size, "%s", dir);
-    else if (xdg && *xdg) snprintf(buf, size, "%s/linformer", xdg);
-    else snprintf(buf, size, "%s/.cache/linformer", home ? home : ".");
-    return buf;
-}
-
-/* Which device runs, and, before a silent wait, that kernels are being compiled. */
-static void announce(lf_context *ctx)
-{
-    lf_device_info d;
-    if (lf_context_device_info(ctx, &d) == LF_OK)
-        fprintf(stderr, "linformer run: device %u:%u %s (%s)\n", d.platform_index, d.device_index, d.device_name,
-                d.platform_name);
-    char buf[4096];
-    const char *dir = cache_dir(buf, sizeof buf);
-    DIR *listing = dir ? opendir(dir) : NULL;
-    bool cached = false;
-    for (struct dirent *e; listing && !cached && (e = readdir(listing));) cached = e->d_name[0] != '.';
-    if (listing) closedir(listing);
-    if (!dir)
-        fprintf(stderr, "linformer run: compiling the kernels (LINFORMER_CACHE_DIR=off: at every run)\n");
-    else if (!cached)
-        fprintf(stderr, "linformer run: compiling the kernels for the first run (up to a minute on a CPU); "
-                        "they are cached in %s for the next runs\n", dir);
 }
 
 static int compare_doubles(const void *a, const void *b)
@@ -340,7 +309,7 @@ int cmd_run(int argc, char **argv)
     if (st != LF_OK) {
         rc = fail("%s: %s", lf_status_string(st), msg);
     } else {
-        announce(ctx);
+        tool_announce("run", ctx);
         rc = run_is_layer_file(o.model, o.model_args.prefix) ? open_layer(ctx, &o, &r) : open_model(ctx, &o, &r);
         if (rc == 0) rc = run(ctx, &r, &o, &out);
     }

@@ -3,13 +3,26 @@
 
 #include <lapacke.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_progress.h"
 #include "cli.h"
 
 const double rank_levels[RANK_LEVELS] = {0.90, 0.95, 0.99};
+
+/* A note on `log`, on a line of its own below the progress bar, if any. */
+static void note(const rank_results *r, FILE *log, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void note(const rank_results *r, FILE *log, const char *fmt, ...)
+{
+    if (r->progress) bench_progress_clear(r->progress);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(log, fmt, ap);
+    va_end(ap);
+}
 
 /* ---- The numbers ---- */
 
@@ -148,7 +161,7 @@ lf_status rank_load_sweep(rank_layer *layer, const rank_source *src, uint64_t se
         o.k = r->k[i] == layer->model_k ? 0 : r->k[i];
         o.projection = o.k ? LF_PROJ_RANDOM : LF_PROJ_LEARNED;
         if (load(layer->ctx, src, &o, &layer->at_k[i]) != LF_OK)
-            fprintf(log, "linformer rank: note: Linformer with k = %d cannot run on layer %d (%s); its errors are left "
+            note(r, log, "linformer rank: note: Linformer with k = %d cannot run on layer %d (%s); its errors are left "
                     "empty\n", r->k[i], src->index, lf_context_last_error(layer->ctx));
     }
     return LF_OK;
@@ -260,13 +273,13 @@ static lf_status measure_sequence(const rank_layer *L, int layer_index, int seq,
     lf_status st = lf_attention_config_get(L->exact, &cfg);
     if (st != LF_OK) return st;
     if (!all_finite(x, (size_t)n * cfg.d_model)) { /* one bad sequence does not end the run */
-        fprintf(log, "linformer rank: layer %d, sequence %d: its input is not finite (NaN or inf); skipped\n",
+        note(r, log, "linformer rank: layer %d, sequence %d: its input is not finite (NaN or inf); skipped\n",
                 layer_index, seq);
         r->skipped++;
         return LF_OK;
     }
     if (work_alloc(&w, &cfg, n, r->ks, err, err_size) != 0) {
-        fprintf(log, "linformer rank: sequence %d (n = %d): out of host memory for its %d x %d matrix; skipped\n", seq,
+        note(r, log, "linformer rank: sequence %d (n = %d): out of host memory for its %d x %d matrix; skipped\n", seq,
                 n, n, n);
         r->skipped++;
         return LF_OK;
@@ -275,7 +288,7 @@ static lf_status measure_sequence(const rank_layer *L, int layer_index, int seq,
     st = lf_attention_probabilities(L->exact, x, w.p, n, 0);
     if (st == LF_OK) st = head_outputs(L, x, r, &w);
     if (st == LF_ERR_OUT_OF_MEMORY) {
-        fprintf(log, "linformer rank: sequence %d (n = %d) skipped: %s\n", seq, n,
+        note(r, log, "linformer rank: sequence %d (n = %d) skipped: %s\n", seq, n,
                 lf_context_last_error(L->ctx));
         r->skipped++;
         work_free(&w);
@@ -287,9 +300,14 @@ static lf_status measure_sequence(const rank_layer *L, int layer_index, int seq,
         if (!row) st = LF_ERR_OUT_OF_MEMORY, snprintf(err, err_size, "out of host memory for the results");
         else *row = (rank_row){.seq = seq, .layer = layer_index, .head = h, .n = n, .cumulative = row->cumulative};
         if (st == LF_OK) st = measure_head(L, x, h, h == 0, &w, row, r);
+        if (st == LF_OK && r->progress) {
+            char step[96];
+            snprintf(step, sizeof step, "layer %d head %d sequence %d", layer_index, h, seq);
+            bench_progress_tick(r->progress, step);
+        }
     }
     if (w.not_finite) { /* this sequence only */
-        fprintf(log, "linformer rank: layer %d, sequence %d: %s; skipped\n", layer_index, seq, err);
+        note(r, log, "linformer rank: layer %d, sequence %d: %s; skipped\n", layer_index, seq, err);
         skip_rows(r, first);
         err[0] = '\0';
         st = LF_OK;
@@ -306,7 +324,7 @@ lf_status rank_measure_layer(const rank_layer *layer, int layer_index, const flo
     lf_status st = lf_attention_config_get(layer->exact, &cfg);
     for (int s = 0; s < batch && st == LF_OK; s++) {
         const int len = lengths ? lengths[s] : n;
-        if (len == 0) fprintf(log, "linformer rank: sequence %d has length 0: nothing to measure\n", s);
+        if (len == 0) note(r, log, "linformer rank: sequence %d has length 0: nothing to measure\n", s);
         else st = measure_sequence(layer, layer_index, s, x + (size_t)s * n * cfg.d_model, len, r, log, err, err_size);
     }
     /* A failure of the library's own is described by its context. */

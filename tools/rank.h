@@ -40,6 +40,7 @@ typedef struct {
     int ks;
     rank_row *rows;
     size_t count, capacity;
+    struct bench_progress *progress; /* a bar on a terminal (bench_progress.h), or NULL */
     int skipped; /* sequences too long for an n x n matrix (device budget or host memory), or not finite */
 } rank_results;
 
