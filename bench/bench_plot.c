@@ -22,11 +22,34 @@ static bool same_series(const bench_row *a, const bench_row *b)
     return a->mode == b->mode && a->k == b->k && strcmp(a->device, b->device) == 0;
 }
 
+/* 1 + the number of distinct values (by `same`) that first appear before row i's does. */
+static int appearance(const bench_results *r, size_t i, bool (*same)(const bench_row *, const bench_row *))
+{
+    int rank = 0;
+    for (size_t j = 0; j <= i; j++) {
+        bool first = true; /* row j is the first of its value */
+        for (size_t m = 0; m < j && first; m++) first = !same(&r->rows[m], &r->rows[j]);
+        if (first && (rank++, same(&r->rows[j], &r->rows[i]))) return rank;
+    }
+    return rank;
+}
+
+static bool same_device(const bench_row *a, const bench_row *b) { return strcmp(a->device, b->device) == 0; }
+static bool same_mode(const bench_row *a, const bench_row *b) { return a->mode == b->mode && a->k == b->k; }
+
+/* Appends " WORD" to a style list. */
+static void add_word(char *list, size_t size, int word)
+{
+    const size_t used = strlen(list);
+    snprintf(list + used, size - used, "%s%d", used ? " " : "", word);
+}
+
 /* One block per series, in the order the series first appear; the block's first
  * line is its title (gnuplot's columnheader); points that did not fit are left out. */
-int bench_plot_data(FILE *out, const bench_results *r)
+int bench_plot_data(FILE *out, const bench_results *r, bench_plot_styles *styles)
 {
     int blocks = 0;
+    if (styles) *styles = (bench_plot_styles){"", "", ""};
     for (size_t i = 0; i < r->count; i++) {
         const bench_row *s = &r->rows[i];
         bool seen = false;
@@ -35,16 +58,19 @@ int bench_plot_data(FILE *out, const bench_results *r)
         for (size_t j = i; j < r->count && !measured; j++)
             measured = same_series(&r->rows[j], s) && r->rows[j].status == BENCH_OK;
         if (seen || !measured) continue;
-        char title[64];
-        if (s->k)
-            snprintf(title, sizeof title, "%s k=%d", lf_mode_name(s->mode), s->k);
-        else
-            snprintf(title, sizeof title, "%s", lf_mode_name(s->mode));
-        fprintf(out, "%s\"%s [%s]\" ms MiB\n", blocks ? "\n\n" : "", title, s->device);
+        char k[32] = "";
+        if (s->k) snprintf(k, sizeof k, " k=%d", s->k);
+        fprintf(out, "%s\"%s%s, %s\" ms MiB\n", blocks ? "\n\n" : "", lf_mode_name(s->mode), k, s->device_name);
         for (size_t j = i; j < r->count; j++)
             if (same_series(&r->rows[j], s) && r->rows[j].status == BENCH_OK)
                 fprintf(out, "%d %.6g %.6g\n", r->rows[j].n, r->rows[j].ms_median,
                         (double)r->rows[j].device_bytes / (1 << 20));
+        if (styles) {
+            add_word(styles->colours, sizeof styles->colours, appearance(r, i, same_mode));
+            add_word(styles->dashes, sizeof styles->dashes, appearance(r, i, same_device));
+            snprintf(styles->shape, sizeof styles->shape, "d_model %d, %d heads, batch %d%s", s->d_model, s->heads,
+                     s->batch, s->causal ? ", causal" : "");
+        }
         blocks++;
     }
     return blocks;
@@ -213,6 +239,8 @@ int bench_plot_draw(bench_plot_files *f, const char *script_name, int blocks, co
 
 int bench_plot_finish(bench_plot_files *f, const bench_results *r, char *err, size_t err_size)
 {
-    const int blocks = bench_plot_data(output_file_stream(f->data), r);
-    return bench_plot_draw(f, "plot.gp", blocks, "no point was measured", NULL, err, err_size);
+    bench_plot_styles styles;
+    const int blocks = bench_plot_data(output_file_stream(f->data), r, &styles);
+    char *extra[] = {styles.colours, styles.dashes, styles.shape, NULL};
+    return bench_plot_draw(f, "plot.gp", blocks, "no point was measured", extra, err, err_size);
 }

@@ -8,9 +8,16 @@
 #include "bench.h"
 #include "output_file.h"
 
+/* Per block of the figure's data: the colour of its mode and k and the dash
+ * of its device (words "1 2 ..."), and the layer's shape for the title. */
+typedef struct {
+    char colours[1024], dashes[1024], shape[128];
+} bench_plot_styles;
+
 /* Writes the series (one per device, mode and k: n, median ms, device MiB) as
- * gnuplot data blocks; returns the number of blocks. */
-int bench_plot_data(FILE *out, const bench_results *r);
+ * gnuplot data blocks titled by mode, k and device name; returns the number of
+ * blocks. styles (may be NULL) gets their styles. */
+int bench_plot_data(FILE *out, const bench_results *r, bench_plot_styles *styles);
 
 /* The gnuplot terminal kind of a file name's extension: "png", "svg" or "pdf"
  * (any case); NULL for another extension. */

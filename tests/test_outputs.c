@@ -153,6 +153,17 @@ Test(check, a_figure_of_another_kind_is_a_usage_error)
     cr_expect(strstr(log, "[--output Y.safetensors]") != NULL, "--check makes --output optional:\n%s", log);
 }
 
+/* A single n spans nothing on a log axis: the figure gives it a range, gnuplot says nothing. */
+Test(figure, a_single_n_draws_without_warnings, .timeout = 600)
+{
+    char dir[64], cmd[4096], log[16384];
+    lf_test_make_dir(dir, "outputs");
+    snprintf(cmd, sizeof cmd, "(%s " BENCH " --plot %s/one.png 2>&1 >/dev/null)", LF_TOOL_PATH, dir);
+    cr_assert_eq(lf_test_system(cmd, log, sizeof log), 0, "%s", log);
+    cr_expect(strstr(log, "arning") == NULL, "gnuplot's warnings on stderr:\n%s", log);
+    lf_test_remove_dir(dir);
+}
+
 /* ---- A figure is whole before it replaces the old one ---- */
 
 /* A tmpfs of 256 KiB, full but for 4 pages: the figure's data and script fit, the PNG does not. */

@@ -36,7 +36,7 @@ static void usage(FILE *out)
             "  --k LIST      comma-separated k values (default: each layer's k/4, k/2, k, 2k, 4k,\n"
             "                clipped to [1, n])\n"
             "  --seed S      seed of the random projections (default 0)\n"
-            "  --csv FILE    one row per sequence, layer and head: seq,layer,head,n,k90,k95,k99 and\n"
+            "  --csv FILE    one row per sequence, layer and head: seq,layer,head,n,k90,k95,k99,own_k and\n"
             "                err_k<K> per k (empty where that k cannot run, e.g. a causal layer)\n"
             "  --plot FILE   .png, .svg or .pdf: the spectra (one curve per layer and head) beside a\n"
             "                heat map of k90 over layers and heads; FILE.png.dat and FILE.png.gp stay\n"

@@ -298,7 +298,8 @@ static lf_status measure_sequence(const rank_layer *L, int layer_index, int seq,
     for (int h = 0; h < cfg.heads && st == LF_OK; h++) {
         rank_row *row = add_row(r, n);
         if (!row) st = LF_ERR_OUT_OF_MEMORY, snprintf(err, err_size, "out of host memory for the results");
-        else *row = (rank_row){.seq = seq, .layer = layer_index, .head = h, .n = n, .cumulative = row->cumulative};
+        else *row = (rank_row){.seq = seq, .layer = layer_index, .head = h, .n = n, .own_k = L->model_k,
+                               .cumulative = row->cumulative};
         if (st == LF_OK) st = measure_head(L, x, h, h == 0, &w, row, r);
         if (st == LF_OK && r->progress) {
             char step[96];
