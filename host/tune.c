@@ -361,8 +361,9 @@ static bool store_checked(const char *path, const char *key, const char *text)
 /* Before any search: whether the folder takes an entry (a probe beside the real one, removed again). */
 static lf_status check_writable(lf_context *ctx, const char *path, const char *key)
 {
-    char probe[4300];
-    snprintf(probe, sizeof probe, "%s.probe", path);
+    char probe[4300]; /* "ENTRY.probe.bin": its temporary is one the cache's sweep knows */
+    const size_t len = strlen(path), stem = len > 4 && strcmp(path + len - 4, ".bin") == 0 ? len - 4 : len;
+    snprintf(probe, sizeof probe, "%.*s.probe.bin", (int)stem, path);
     const bool ok = store_checked(probe, key, "probe");
     unlink(probe);
     if (ok) return LF_OK;

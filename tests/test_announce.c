@@ -50,3 +50,16 @@ Test(announce, rank_shows_its_progress_on_a_terminal_only, .timeout = 600)
     cr_assert_eq(lf_test_system(cmd, log, sizeof log), 0, "%s", log);
     cr_expect(strstr(log, "[#") == NULL && strstr(log, "\033[K") == NULL, "no bar in a log:\n%s", log);
 }
+
+/* With an empty kernel cache, bench says it compiles the kernels before the silent wait. */
+Test(announce, bench_says_when_it_compiles, .timeout = 600)
+{
+    char dir[64], cmd[4096], log[16384];
+    lf_test_make_dir(dir, "announce");
+    snprintf(cmd, sizeof cmd, "(LINFORMER_CACHE_DIR=%s %s bench --n 16 --k 8 --d-model 32 --heads 2 --repeat 1 "
+             "--modes flash 2>&1 >/dev/null)", dir, LF_TOOL_PATH);
+    cr_assert_eq(lf_test_system(cmd, log, sizeof log), 0, "%s", log);
+    const char *said = strstr(log, "linformer bench: compiling the kernels"), *point = strstr(log, "[1/1]");
+    cr_expect(said && point && said < point, "the word comes before the first point:\n%s", log);
+    lf_test_remove_dir(dir);
+}
