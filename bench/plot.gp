@@ -46,7 +46,7 @@ set logscale y 10
 set format x "%.0f"
 set xlabel "sequence length n"
 set grid
-set key top left
+set key top left Left reverse # the lines rise to the right
 
 # colour: the mode (and k); dash: the device
 set ylabel "median time per forward (ms)"
