@@ -12,10 +12,11 @@
 #include "helpers.h"
 #include "model_case.h"
 #include "rank.h"
+#include "rank_files.h"
 #include "reference.h"
 #include "st_write.h"
 
-enum { D = 16, H = 2, DH = D / H };
+enum { D = RANK_TEST_D, H = RANK_TEST_HEADS, DH = D / H };
 
 static char dir[64];
 static void setup(void) { lf_test_make_dir(dir, "rank"); }
@@ -204,29 +205,16 @@ static void path(char *out, const char *name) { sprintf(out, "%s/%s", dir, name)
  * Linformer at the model's own k is exact on a sequence of `seq` rows. */
 static void write_model(const char *file, int seq, int k, uint64_t *rng)
 {
-    float *w = malloc(4 * D * D * sizeof *w), *bo = malloc(D * sizeof *bo), *eye = calloc((size_t)seq * k, sizeof *eye);
-    lf_test_fill(w, 4 * D * D, rng, -0.5f, 0.5f);
-    lf_test_fill(bo, D, rng, -0.5f, 0.5f);
-    for (int i = 0; i < k; i++) eye[i * k + i] = 1;
-    const int64_t sw[2] = {D, D}, sp[2] = {seq, k}, sb[1] = {D};
-    const st_tensor t[7] = {{"to_q.weight", ST_F32, 2, sw, w},         {"to_k.weight", ST_F32, 2, sw, w + D * D},
-                            {"to_v.weight", ST_F32, 2, sw, w + 2 * D * D}, {"proj_k", ST_F32, 2, sp, eye},
-                            {"proj_v", ST_F32, 2, sp, eye},             {"to_out.weight", ST_F32, 2, sw, w + 3 * D * D},
-                            {"to_out.bias", ST_F32, 1, sb, bo}};
-    const char *meta[2] = {"heads", "2"};
-    char p[128], msg[256];
+    char p[128];
     path(p, file);
-    cr_assert_eq(st_save(p, t, 7, meta, 1, NULL, 0, msg, sizeof msg), 0, "%s", msg);
-    free(w), free(bo), free(eye);
+    rank_write_layer(p, seq, k, rng);
 }
 
 static void write_input(const char *file, const float *x, int batch, int n, const int32_t *lengths)
 {
-    const int64_t sx[3] = {batch, n, D}, sl[1] = {batch};
-    const st_tensor t[2] = {{"x", ST_F32, 3, sx, x}, {"lengths", ST_I32, 1, sl, lengths}};
-    char p[128], msg[256];
+    char p[128];
     path(p, file);
-    cr_assert_eq(st_save(p, t, 2, NULL, 0, NULL, 0, msg, sizeof msg), 0, "%s", msg);
+    rank_write_input(p, x, batch, n, lengths);
 }
 
 /* The same measurement in this process, to compare the program's CSV with. */

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "helpers.h"
+#include "rank_files.h"
 #include "st_write.h"
 
 Test(rank_input, a_sequence_that_is_not_finite_is_skipped_with_a_note, .timeout = 600)
@@ -49,5 +50,27 @@ Test(rank_input, a_sequence_that_is_not_finite_is_skipped_with_a_note, .timeout 
     fclose(csv);
     cr_expect_eq(seq1, 0, "no row of sequence 1");
     cr_expect_gt(rows, 1, "sequence 0 is measured");
+    lf_test_remove_dir(dir);
+}
+
+/* n 14000: P alone is 0.7 GiB of floats and 1.5 GiB more as doubles for the
+ * SVD, past a 2 GiB data limit: skipped before anything is allocated. */
+Test(rank_input, a_sequence_past_the_hosts_memory_is_skipped, .timeout = 600)
+{
+    enum { N = 14000 };
+    char dir[64], model[128], input[128], cmd[1024], log[16384];
+    lf_test_make_dir(dir, "rank-input");
+    snprintf(model, sizeof model, "%s/model.safetensors", dir);
+    snprintf(input, sizeof input, "%s/input.safetensors", dir);
+    uint64_t rng = lf_test_seed();
+    rank_write_layer(model, N, 2, &rng);
+    float *x = lf_test_random((size_t)N * RANK_TEST_D, &rng, -1, 1);
+    const int32_t lengths[1] = {N};
+    rank_write_input(input, x, 1, N, lengths);
+    free(x);
+    snprintf(cmd, sizeof cmd, "(ulimit -d 2097152 && %s rank --model %s --input %s --k 2)", LF_TOOL_PATH, model, input);
+    cr_assert_eq(lf_test_system(cmd, log, sizeof log), 0, "%s", log);
+    cr_expect(strstr(log, "sequence 0 (n = 14000): its 14000 x 14000 matrix") &&
+              strstr(log, "GiB of host memory, 2.00 GiB is available; skipped"), "%s", log);
     lf_test_remove_dir(dir);
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_memory.h"
 #include "bench_progress.h"
 #include "cli.h"
 
@@ -275,6 +276,18 @@ static lf_status measure_sequence(const rank_layer *L, int layer_index, int seq,
     if (!all_finite(x, (size_t)n * cfg.d_model)) { /* one bad sequence does not end the run */
         note(r, log, "linformer rank: layer %d, sequence %d: its input is not finite (NaN or inf); skipped\n",
                 layer_index, seq);
+        r->skipped++;
+        return LF_OK;
+    }
+    /* P in floats, its double copy for the SVD, the head outputs: checked before allocating (a lazily
+     * granted malloc would be killed as it fills) */
+    const double need = (double)n * n * (sizeof(float) + sizeof(double)) +
+                        (double)(r->ks + 1) * n * cfg.heads * cfg.d_head * sizeof(float) + 16.0 * n * sizeof(double),
+                 available = bench_host_available();
+    if (need > available) {
+        note(r, log, "linformer rank: sequence %d (n = %d): its %d x %d matrix, the SVD's copy and the head outputs "
+             "need %.2f GiB of host memory, %.2f GiB is available; skipped\n", seq, n, n, n, need / (1 << 30),
+             available / (1 << 30));
         r->skipped++;
         return LF_OK;
     }
