@@ -221,8 +221,12 @@ LF_API lf_status lf_gemm_rate(lf_context *ctx, size_t m, size_t n, size_t k, dou
  * name and driver version; every context created later on that device applies
  * them. A set is stored only where it beats the parameters in force. The
  * parameters stay in force for the whole process (CLBlast keeps them per
- * device). `log` (may be NULL) receives one line per step. Fails with
- * LF_ERR_IO when the cache is off.
+ * device). `log` (may be NULL) receives one line per step. No step begins
+ * after `seconds` (positive and finite) but the three that run once whatever
+ * the time: the parameters in force of each kernel and the smallest crossover
+ * edge, each compiling kernels; one of them that ends past the limit is
+ * logged. Fails with LF_ERR_IO when the cache is off or its folder takes no
+ * entry (tried before the search; the stored entry is read back).
  */
 typedef void (*lf_tune_log)(const char *line, void *user);
 LF_API lf_status lf_gemm_tune(lf_context *ctx, double seconds, lf_tune_log log, void *user);
