@@ -1,0 +1,280 @@
+#!/usr/bin/env python3
+"""Runs the same lucidrains Linformer modules through PyTorch, ONNX Runtime, OpenVINO
+and `linformer run` on every OpenCL device, and prints their times side by side.
+
+The work (d_model 512, 8 heads, k 256, batch 1): one LinformerSelfAttention at each
+--n, and lucidrains' 12-layer Linformer (its GELU feed-forward of width 2048) at
+--model-n. Each module gets random weights and one random input, saved as
+safetensors files for `linformer run`; the ONNX peers run a torch.onnx export of
+the same module (--opset). The peers run on the CPU in f32 with --threads threads;
+`linformer run` runs on each device `linformer devices` lists, with the host GEMMs
+(OpenBLAS) and the CPU runtimes held to --threads as well.
+
+Times are per forward, the median of --repeat after --warmup forwards: wall clock
+for the peers; for ours the device time the program prints, and a wall time per
+forward taken from two runs that differ only in --repeat ((wall of warm-up + 1 +
+repeat) - (wall of warm-up + 1)) / repeat, so loading and compiling cancel out;
+--no-wall skips those runs. Every output is checked against PyTorch's: the largest
+absolute difference and the relative error ||y - y_torch|| / ||y_torch||; a
+relative error above --tolerance makes the run exit 1 after the table is printed.
+
+The table goes to stdout, the rows to a CSV (--csv, default
+bench/results/CPU-peers.csv, CPU being this machine's processor). Needs the
+environment of tools/install-peers.sh:
+
+    build/peers-env/bin/python bench/compare_peers.py                  # the whole comparison
+    build/peers-env/bin/python bench/compare_peers.py --n 300 --model-n 300 --repeat 1 --csv build/peers-smoke.csv
+"""
+import argparse
+import csv
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+import numpy as np
+import onnxruntime
+import openvino
+import torch
+from linformer import Linformer, LinformerSelfAttention
+from safetensors.torch import load_file, save_file
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+PLATFORM_NAMES = {"Portable Computing Language": "PoCL", "Intel(R) OpenCL": "Intel"}  # short names for the table
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", choices=["layer", "linformer12", "all"], default="all", help="the work to run")
+    p.add_argument("--n", default="4096,16384", help="the layer's sequence lengths, comma-separated")
+    p.add_argument("--model-n", type=int, default=4096, help="the 12-layer model's sequence length")
+    p.add_argument("--repeat", type=int, default=5, help="timed forwards on every side")
+    p.add_argument("--warmup", type=int, default=1, help="untimed forwards before them")
+    p.add_argument("--threads", type=int, default=2, help="threads of every side")
+    p.add_argument("--opset", type=int, default=17, help="the ONNX opset of the export")
+    p.add_argument("--tolerance", type=float, default=1e-4, help="largest relative error against PyTorch")
+    p.add_argument("--devices", help="OpenCL device selectors, comma-separated (default: every device listed)")
+    p.add_argument("--no-wall", action="store_true", help="skip the runs that give our wall time")
+    p.add_argument("--linformer", default=os.path.join(ROOT, "build", "linformer"), help="the program")
+    p.add_argument("--csv", help="where the rows go (default bench/results/CPU-peers.csv)")
+    args = p.parse_args()
+    if args.repeat < 1 or args.warmup < 0 or args.threads < 1:
+        p.error("--repeat and --threads are at least 1, --warmup at least 0")
+    return args
+
+
+# --- the machine, the devices ---------------------------------------------------------------------------------------
+
+def cpu_name():
+    with open("/proc/cpuinfo") as f:
+        found = re.search(r"^model name\s*:\s*(.+)$", f.read(), re.M)
+    return found.group(1).strip() if found else "unknown CPU"
+
+
+def cpu_slug(name):
+    """A file name from the CPU's name: "AMD EPYC 7B13 64-Core Processor" -> "amd-epyc-7b13-64-core"."""
+    name = re.sub(r"\((r|tm)\)|\bcpu\b|\bprocessor\b|@.*$", " ", name.lower())
+    return re.sub(r"[^a-z0-9]+", "-", name).strip("-") or "cpu"
+
+
+def program_env(threads):
+    """The environment of `linformer run`: both OpenCL runtimes, every thread pool held to `threads`."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), DPCPP_CPU_NUM_CUS=str(threads),
+               POCL_MAX_PTHREAD_COUNT=str(threads), POCL_CPU_MAX_CU_COUNT=str(threads))
+    vendors = os.path.join(ROOT, "build", "opencl-vendors")
+    if "OCL_ICD_VENDORS" not in env and os.path.isdir(vendors):
+        env["OCL_ICD_VENDORS"] = vendors
+    return env
+
+
+def list_devices(args, env):
+    """(selector, name) of every device `linformer devices` lists, or of those --devices names."""
+    out = subprocess.run([args.linformer, "devices"], capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        sys.exit(f"compare_peers: {args.linformer} devices failed:\n{out.stderr}")
+    devices, selector = [], None
+    for line in out.stdout.splitlines():
+        head = re.match(r"^(\d+:\d+) ", line)
+        if head:
+            selector = head.group(1)
+        elif selector and line.strip().startswith("platform"):
+            platform = line.split(None, 1)[1]
+            devices.append((selector, PLATFORM_NAMES.get(platform.split(" (")[0], platform.split(" (")[0])))
+    if args.devices:
+        names = dict(devices)
+        devices = [(s, names.get(s, s)) for s in args.devices.split(",")]
+    return devices
+
+
+# --- the work -------------------------------------------------------------------------------------------------------
+
+def make_work(args):
+    """(work name, n, module factory) for every module the options ask for."""
+    work = []
+    if args.model in ("layer", "all"):
+        for n in (int(v) for v in args.n.split(",")):
+            work.append(("LinformerSelfAttention", n, lambda n=n: LinformerSelfAttention(dim=512, seq_len=n, k=256,
+                                                                                       heads=8)))
+    if args.model in ("linformer12", "all"):
+        n = args.model_n
+        work.append(("Linformer, 12 layers", n, lambda: Linformer(dim=512, seq_len=n, depth=12, k=256, heads=8)))
+    return work
+
+
+def median_ms(forward, x, args):
+    """Median wall time of forward(x) in ms after the warm-up forwards, and its last output."""
+    for _ in range(args.warmup):
+        y = forward(x)
+    times = []
+    for _ in range(args.repeat):
+        start = time.perf_counter()
+        y = forward(x)
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times), y
+
+
+def run_pytorch(module, x, args):
+    with torch.no_grad():
+        ms, y = median_ms(module, torch.from_numpy(x), args)
+    return ms, y.numpy()
+
+
+def run_onnxruntime(path, x, args):
+    opts = onnxruntime.SessionOptions()
+    opts.intra_op_num_threads, opts.inter_op_num_threads = args.threads, 1
+    session = onnxruntime.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    return median_ms(lambda v: session.run(None, {"x": v})[0], x, args)
+
+
+def run_openvino(path, x, args):
+    config = {"INFERENCE_NUM_THREADS": args.threads, "INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY"}
+    request = openvino.Core().compile_model(path, "CPU", config).create_infer_request()
+    return median_ms(lambda v: request.infer({0: v})[0].copy(), x, args)
+
+
+def linformer_run(args, env, folder, selector, warmup, repeat):
+    """One `linformer run`: its wall seconds, the median device ms it printed, the output path."""
+    out = os.path.join(folder, "y.safetensors")
+    cmd = [args.linformer, "run", "--model", os.path.join(folder, "model.safetensors"), "--input",
+           os.path.join(folder, "x.safetensors"), "--output", out, "--device", selector,
+           "--warmup", str(warmup), "--repeat", str(repeat)]
+    start = time.perf_counter()
+    run = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - start
+    if run.returncode != 0:
+        sys.exit(f"compare_peers: {' '.join(cmd)} failed:\n{run.stderr}")
+    found = re.search(r"([0-9.]+) ms median device time", run.stderr)
+    if not found:
+        sys.exit(f"compare_peers: no time in the output of linformer run:\n{run.stderr}")
+    return wall, float(found.group(1)), out
+
+
+def run_ours(args, env, folder, selector):
+    """Median device ms, wall ms per forward (None with --no-wall) and the output of `linformer run`."""
+    wall_ms = None
+    if not args.no_wall:
+        linformer_run(args, env, folder, selector, 0, 1)  # fills the kernel cache, so neither timed run compiles
+        base, _, _ = linformer_run(args, env, folder, selector, args.warmup, 1)
+    wall, device_ms, out = linformer_run(args, env, folder, selector, args.warmup, args.repeat + 1)
+    if not args.no_wall:
+        wall_ms = (wall - base) * 1e3 / args.repeat
+    return device_ms, wall_ms, load_file(out)["y"].numpy()
+
+
+def errors(y, y_torch):
+    """Largest absolute difference and ||y - y_torch|| / ||y_torch||, in double precision."""
+    d = y.astype(np.float64) - y_torch.astype(np.float64)
+    return float(np.abs(d).max()), float(np.linalg.norm(d) / np.linalg.norm(y_torch.astype(np.float64)))
+
+
+# --- one module through every side ----------------------------------------------------------------------------------
+
+def save_inputs(module, x, folder, opset):
+    """The files every side reads: weights and input as safetensors, the module as ONNX."""
+    state = {key: value.contiguous() for key, value in module.state_dict().items()}
+    save_file(state, os.path.join(folder, "model.safetensors"), metadata={"heads": "8"})
+    save_file({"x": torch.from_numpy(x)}, os.path.join(folder, "x.safetensors"))
+    path = os.path.join(folder, "model.onnx")
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)  # the module's shape asserts, fixed by the trace
+        torch.onnx.export(module, (torch.from_numpy(x),), path, input_names=["x"], output_names=["y"],
+                          opset_version=opset)
+    return path
+
+
+def compare(args, env, devices, name, n, factory):
+    """The rows of one module: side, device time, wall time, errors against PyTorch."""
+    torch.manual_seed(n)
+    module = factory().eval()
+    x = torch.randn(1, n, 512).numpy()
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        onnx_path = save_inputs(module, x, folder, args.opset)
+        torch_ms, y_torch = run_pytorch(module, x, args)
+        rows.append(("PyTorch " + torch.__version__.split("a")[0], None, torch_ms, 0.0, 0.0))
+        for side, runner in ((f"ONNX Runtime {onnxruntime.__version__}", run_onnxruntime),
+                             (f"OpenVINO {openvino.__version__.split('-')[0]}", run_openvino)):
+            ms, y = runner(onnx_path, x, args)
+            rows.append((side, None, ms) + errors(y, y_torch))
+        for selector, device in devices:
+            device_ms, wall_ms, y = run_ours(args, env, folder, selector)
+            rows.append((f"linformer, {device} ({selector})", device_ms, wall_ms) + errors(y, y_torch))
+    return [(name, n) + row for row in rows]
+
+
+# --- the report -----------------------------------------------------------------------------------------------------
+
+def fmt(ms):
+    return "-" if ms is None else f"{ms:.1f}"
+
+
+def print_row(row):
+    name, n, side, device_ms, wall_ms, max_abs, rel = row
+    print(f"| {name} | {n} | {side} | {fmt(device_ms)} | {fmt(wall_ms)} | {max_abs:.1e} | {rel:.1e} |", flush=True)
+
+
+def write_csv(path, rows, args, cpu):
+    """The rows with the machine and the settings, written to a temporary beside path, then renamed."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path + ".tmp", "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["cpu", "threads", "repeat", "work", "n", "side", "device_ms", "wall_ms", "max_abs_error",
+                      "relative_error"])
+        for name, n, side, device_ms, wall_ms, max_abs, rel in rows:
+            times = ["" if ms is None else f"{ms:.3f}" for ms in (device_ms, wall_ms)]
+            out.writerow([cpu, args.threads, args.repeat, name, n, side] + times + [f"{max_abs:.3e}", f"{rel:.3e}"])
+    os.replace(path + ".tmp", path)
+
+
+def main():
+    args = parse_args()
+    torch.set_num_threads(args.threads)
+    env = program_env(args.threads)
+    devices = list_devices(args, env)
+    cpu = cpu_name()
+    csv_path = args.csv or os.path.join(HERE, "results", cpu_slug(cpu) + "-peers.csv")
+    print(f"{cpu}; d_model 512, 8 heads, k 256, batch 1, f32; {args.threads} threads; "
+          f"median of {args.repeat} after {args.warmup} warm-up; ms a forward; errors against PyTorch")
+    print("| work | n | side | device ms | wall ms | max abs error | relative error |\n|---|---|---|---|---|---|---|",
+          flush=True)
+    rows = []
+    for name, n, factory in make_work(args):
+        for row in compare(args, env, devices, name, n, factory):
+            print_row(row)
+            rows.append(row)
+    write_csv(csv_path, rows, args, cpu)
+    print(f"rows written to {csv_path}")
+    bad = [r for r in rows if not r[6] <= args.tolerance]
+    for name, n, side, *_, rel in bad:
+        print(f"compare_peers: {side} on {name} at n {n}: relative error {rel:.2e} above {args.tolerance:.0e}",
+              file=sys.stderr)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
