@@ -11,12 +11,13 @@ the same module (--opset). The peers run on the CPU in f32 with --threads thread
 (OpenBLAS) and the CPU runtimes held to --threads as well.
 
 Times are per forward, the median of --repeat after --warmup forwards: wall clock
-for the peers; for ours the device time the program prints, and a wall time per
-forward taken from two runs that differ only in --repeat ((wall of warm-up + 1 +
-repeat) - (wall of warm-up + 1)) / repeat, so loading and compiling cancel out;
---no-wall skips those runs. Every output is checked against PyTorch's: the largest
-absolute difference and the relative error ||y - y_torch|| / ||y_torch||; a
-relative error above --tolerance makes the run exit 1 after the table is printed.
+for the peers; for ours the median device time the program prints (over
+--repeat + 1 forwards), and a wall time per forward taken from two runs that
+differ only in --repeat ((wall of warm-up + 1 + repeat) - (wall of warm-up + 1))
+/ repeat, so loading and compiling cancel out; --no-wall skips those runs.
+Every output is checked against PyTorch's: the largest absolute difference and
+the relative error ||y - y_torch|| / ||y_torch||; a relative error above
+--tolerance makes the run exit 1 after the table is printed.
 
 The table goes to stdout, the rows to a CSV (--csv, default
 bench/results/CPU-peers.csv, CPU being this machine's processor). Needs the
@@ -36,12 +37,15 @@ import tempfile
 import time
 import warnings
 
-import numpy as np
-import onnxruntime
-import openvino
-import torch
-from linformer import Linformer, LinformerSelfAttention
-from safetensors.torch import load_file, save_file
+try:
+    import numpy as np
+    import onnxruntime
+    import openvino
+    import torch
+    from linformer import Linformer, LinformerSelfAttention
+    from safetensors.torch import load_file, save_file
+except ImportError as e:
+    sys.exit(f"compare_peers: {e}: run tools/install-peers.sh and this script with build/peers-env/bin/python")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -63,8 +67,16 @@ def parse_args():
     p.add_argument("--linformer", default=os.path.join(ROOT, "build", "linformer"), help="the program")
     p.add_argument("--csv", help="where the rows go (default bench/results/CPU-peers.csv)")
     args = p.parse_args()
-    if args.repeat < 1 or args.warmup < 0 or args.threads < 1:
-        p.error("--repeat and --threads are at least 1, --warmup at least 0")
+    if args.repeat < 1 or args.warmup < 0 or args.threads < 1 or args.model_n < 1:
+        p.error("--repeat, --threads and --model-n are at least 1, --warmup at least 0")
+    try:
+        args.n = [int(v) for v in args.n.split(",")]
+    except ValueError:
+        p.error(f"--n is a comma-separated list of sequence lengths, got \"{args.n}\"")
+    if min(args.n) < 1:
+        p.error("every --n is at least 1")
+    if not os.access(args.linformer, os.X_OK):
+        p.error(f"--linformer {args.linformer}: no such program (build it with tools/setup.sh)")
     return args
 
 
@@ -117,7 +129,7 @@ def make_work(args):
     """(work name, n, module factory) for every module the options ask for."""
     work = []
     if args.model in ("layer", "all"):
-        for n in (int(v) for v in args.n.split(",")):
+        for n in args.n:
             work.append(("LinformerSelfAttention", n, lambda n=n: LinformerSelfAttention(dim=512, seq_len=n, k=256,
                                                                                        heads=8)))
     if args.model in ("linformer12", "all"):
