@@ -14,7 +14,9 @@ Times are per forward, the median of --repeat after --warmup forwards: wall cloc
 for the peers; for ours the median device time the program prints (over
 --repeat + 1 forwards), and a wall time per forward taken from two runs that
 differ only in --repeat ((wall of warm-up + 1 + repeat) - (wall of warm-up + 1))
-/ repeat, so loading and compiling cancel out; --no-wall skips those runs.
+/ repeat, so loading and compiling cancel out (left blank where the difference
+is not positive: the start-up swung more than the forwards took); --no-wall
+skips those runs.
 Every output is checked against PyTorch's: the largest absolute difference and
 the relative error ||y - y_torch|| / ||y_torch||; a relative error above
 --tolerance makes the run exit 1 after the table is printed.
@@ -193,7 +195,7 @@ def run_ours(args, env, folder, selector):
         linformer_run(args, env, folder, selector, 0, 1)  # fills the kernel cache, so neither timed run compiles
         base, _, _ = linformer_run(args, env, folder, selector, args.warmup, 1)
     wall, device_ms, out = linformer_run(args, env, folder, selector, args.warmup, args.repeat + 1)
-    if not args.no_wall:
+    if not args.no_wall and wall > base:  # not so under load, when the processes' start-up swings more
         wall_ms = (wall - base) * 1e3 / args.repeat
     return device_ms, wall_ms, load_file(out)["y"].numpy()
 
