@@ -312,7 +312,7 @@ static size_t grid_tiles(int dh, int tiles[][3])
         const lf_attention_tiles t = lf__attention_tiles((lf_kernel_variant)v, dh, &info);
         tiles[count][0] = t.tile_keys, tiles[count][1] = (int)t.tile_queries, tiles[count][2] = t.query_block;
     }
-    for (size_t i = 0; i < sizeof odd / sizeof odd[0] && !(lf_test_tiny() && i % 2); i++, count++) {
+    for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i += lf_test_tiny() ? 2 : 1, count++) { /* tiny: one a variant */
         tiles[count][0] = odd[i][0] < gpu.tile_keys ? odd[i][0] : gpu.tile_keys;
         tiles[count][1] = odd[i][1], tiles[count][2] = odd[i][2];
     }
