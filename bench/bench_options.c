@@ -1,6 +1,7 @@
 /* bench_options.c - parsing and checking the options of `linformer bench`. */
 #include "bench_options.h"
 
+#include "bench_plot.h"
 #include "cli.h"
 
 #include <stdarg.h>
@@ -56,8 +57,8 @@ void bench_usage(FILE *out)
             "  --csv FILE        one row per device, mode, n and k\n"
             "  --json FILE       the options, the devices and the same rows\n"
             "  --plot FILE       time and device memory against n (log-log), drawn by gnuplot into\n"
-            "                    FILE.png, .svg or .pdf (by its extension), from FILE.dat with the\n"
-            "                    script FILE.gp (both kept, to redraw by hand)\n"
+            "                    FILE.png, .svg or .pdf (by its extension), from FILE.png.dat with\n"
+            "                    the script FILE.png.gp (both kept, to redraw by hand)\n"
             "  -h, --help        this text\n\n"
             "Options given explicitly override those of --quick and --full; an option given twice\n"
             "is an error. Output files are created before the first point and replaced atomically\n"
@@ -160,6 +161,7 @@ static int apply_values(bench_options *o, const char *const v[O_COUNT], char *er
     const char *empty = v[O_DEVICE] && !*v[O_DEVICE] ? NULL : v[O_CSV] && !*v[O_CSV] ? "--csv"
                         : v[O_JSON] && !*v[O_JSON] ? "--json" : v[O_PLOT] && !*v[O_PLOT] ? "--plot" : NULL;
     if (empty) return fail(err, size, "%s: the file name is empty", empty);
+    if (v[O_PLOT] && bench_plot_check_name(v[O_PLOT], err, size) != 0) return -1;
     o->device = v[O_DEVICE], o->csv = v[O_CSV], o->json = v[O_JSON], o->plot = v[O_PLOT];
     return 0;
 }

@@ -8,16 +8,36 @@
 #include "bench.h"
 #include "output_file.h"
 
+/* Per block of the figure's data: the colour of its mode and k and the dash
+ * of its device (words "1 2 ..."), and the layer's shape for the title. */
+typedef struct {
+    char colours[1024], dashes[1024], shape[128];
+} bench_plot_styles;
+
 /* Writes the series (one per device, mode and k: n, median ms, device MiB) as
- * gnuplot data blocks; returns the number of blocks. */
-int bench_plot_data(FILE *out, const bench_results *r);
+ * gnuplot data blocks titled by mode, k and device name; returns the number of
+ * blocks. styles (may be NULL) gets their styles. */
+int bench_plot_data(FILE *out, const bench_results *r, bench_plot_styles *styles);
 
 /* The gnuplot terminal kind of a file name's extension: "png", "svg" or "pdf"
  * (any case); NULL for another extension. */
 const char *bench_plot_kind(const char *path);
 
-/* The figure PATH, its data PATH.dat and its script PATH.gp, opened before the
- * sweep so that a path that cannot be written fails at once. */
+/* 0 when the figure's name has one of those extensions; else -1 with the
+ * message (a usage error: the commands check it with their options). */
+int bench_plot_check_name(const char *path, char *err, size_t err_size);
+
+/* The figure PATH and its side files, its data PATH.dat and its script PATH.gp. */
+typedef struct {
+    char data[4096], script[4096];
+} bench_plot_side;
+
+/* The three as outputs for output_files_check (out has room for 3); returns
+ * their count, 0 for no figure (path NULL). */
+size_t bench_plot_outputs(const char *path, bench_plot_side *side, named_file *out);
+
+/* The figure and its side files, opened before the sweep so that a path that
+ * cannot be written fails at once. */
 typedef struct {
     output_file *figure, *data, *script;
     const char *kind;

@@ -20,6 +20,8 @@
 
 #include "bench_count.h"
 #include "bench_data.h"
+#include "bench_memory.h"
+#include "bench_progress.h"
 
 /* Set from a signal handler: the program's one piece of global state. */
 static volatile sig_atomic_t stop_requested;
@@ -293,67 +295,20 @@ static int compare(n_state *s, size_t d, const bench_point *p, bench_row *row)
     return 0;
 }
 
-/* ---- Progress on stderr: a line per point, and a bar below when it is a terminal ---- */
-
-typedef struct {
-    size_t total, done;
-    bool tty;
-    struct timespec start;
-} progress;
-
-static double elapsed_s(const progress *pg)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)(now.tv_sec - pg->start.tv_sec) + 1e-9 * (double)(now.tv_nsec - pg->start.tv_nsec);
-}
-
-static void progress_bar(const progress *pg)
-{
-    enum { WIDTH = 40 };
-    const int fill = (int)(WIDTH * pg->done / (pg->total ? pg->total : 1));
-    fprintf(stderr, "\r[%.*s%*s] %zu/%zu  %.0f s", fill, "########################################", WIDTH - fill, "",
-            pg->done, pg->total, elapsed_s(pg));
-    fflush(stderr);
-}
-
-static void progress_line(progress *pg, const bench_row *r, const char *oom_msg)
-{
-    pg->done++;
-    if (pg->tty) fputs("\r\033[K", stderr);
-    char k[16] = "-";
-    if (r->k) snprintf(k, sizeof k, "%d", r->k);
-    fprintf(stderr, "[%zu/%zu] %s %-9s n=%-6d k=%-5s ", pg->done, pg->total, r->device, lf_mode_name(r->mode), r->n, k);
-    if (r->status == BENCH_OOM) {
-        fprintf(stderr, "OOM (%s)\n", oom_msg);
-    } else {
-        fprintf(stderr, "%10.3f ms (min %.3f, max %.3f) %7.1f GFLOP/s", r->ms_median, r->ms_min, r->ms_max, r->gflops);
-        if (!isnan(r->vs_exact)) fprintf(stderr, "  vs_exact %.2e", r->vs_exact);
-        if (!isnan(r->xdev)) fprintf(stderr, "  xdev %.1e", r->xdev);
-        fputc('\n', stderr);
-    }
-    if (pg->tty) {
-        if (pg->done < pg->total)
-            progress_bar(pg);
-        else
-            fputs("\r\033[K", stderr);
-    }
-}
-
 /* ---- The sweep ---- */
 
 static int run_point(const bench_options *o, bench_device *devs, size_t d, const bench_point *p,
-                     const bench_weights *w, n_state *s, bench_results *res, progress *pg, char *err, size_t err_size)
+                     const bench_weights *w, n_state *s, bench_results *res, bench_progress *pg, char *err, size_t err_size)
 {
     bench_row row = row_init(o, &devs[d], p);
     char msg[2048] = "";
     lf_status st = measure(o, &devs[d], p, w, s->x, s->y, s->count, &row, msg, sizeof msg);
     if (stop_requested) {
-        if (pg->tty) fputs("\r\033[K", stderr);
+        bench_progress_clear(pg);
         return 1;
     }
     if (st != LF_OK && st != LF_ERR_OUT_OF_MEMORY) {
-        if (pg->tty) fputs("\r\033[K", stderr);
+        bench_progress_clear(pg);
         snprintf(err, err_size, "%s n=%d k=%d on %s (%s): %s: %s", lf_mode_name(p->mode), p->n, p->k, devs[d].sel,
                  devs[d].info.device_name, lf_status_string(st), msg);
         return -1;
@@ -367,8 +322,27 @@ static int run_point(const bench_options *o, bench_device *devs, size_t d, const
         snprintf(err, err_size, "out of host memory");
         return -1;
     }
-    progress_line(pg, &row, msg);
+    bench_progress_row(pg, &row, msg);
     return 0;
+}
+
+/* A point that does not fit the host's memory: an OOM row, measured or not. */
+static int oom_point(const bench_options *o, const bench_device *dev, const bench_point *p, bench_results *res,
+                     bench_progress *pg, const char *why, char *err, size_t err_size)
+{
+    bench_row row = row_init(o, dev, p);
+    row.status = BENCH_OOM;
+    if (!bench_results_add(res, &row)) return snprintf(err, err_size, "out of host memory"), -1;
+    bench_progress_row(pg, &row, why);
+    return 0;
+}
+
+/* Whether a device's memory is the host's. */
+static bool any_cpu(const bench_device *devs, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        if (devs[i].info.type == LF_DEVICE_CPU) return true;
+    return false;
 }
 
 /* The points in order; NULL when out of memory. */
@@ -381,6 +355,9 @@ static bench_point *plan_points(const bench_options *o, size_t *count)
 
 int bench_sweep_check(const bench_options *o, const bench_device *devs, size_t ndev, char *err, size_t err_size)
 {
+    char oom[1024];
+    if (bench_host_check_run(o, ndev, any_cpu(devs, ndev), bench_host_available(), oom, sizeof oom) != 0)
+        return 0; /* no weights can be made: every point is an OOM row */
     size_t count;
     bench_point *points = plan_points(o, &count);
     bench_weights w;
@@ -416,28 +393,41 @@ int bench_sweep(const bench_options *o, bench_device *devs, size_t ndev, bench_r
     size_t count;
     bench_point *points = plan_points(o, &count);
     n_state s = {.n = 0, .exact = {calloc(ndev, sizeof(float *)), calloc(ndev, sizeof(float *))}};
-    bench_weights w;
-    if (!points || !s.exact[0] || !s.exact[1] || bench_weights_make(o, &w) != 0) {
+    bench_weights w = {0};
+    const double available = bench_host_available(); /* before this run holds anything */
+    const bool cpu = any_cpu(devs, ndev);
+    char oom[1024] = "";
+    const bool have_weights = bench_host_check_run(o, ndev, cpu, available, oom, sizeof oom) == 0;
+    if (!points || !s.exact[0] || !s.exact[1] || (have_weights && bench_weights_make(o, &w) != 0)) {
         snprintf(err, err_size, "out of host memory");
         free(points), free(s.exact[0]), free(s.exact[1]);
         return -1;
     }
     int rc = 0;
-    progress pg = {.total = count * ndev, .tty = isatty(STDERR_FILENO) == 1};
-    clock_gettime(CLOCK_MONOTONIC, &pg.start);
+    bench_progress pg;
+    bench_progress_start(&pg, count * ndev);
+    bool fits = have_weights;
     for (size_t i = 0; rc == 0 && i < count; i++) {
         const bench_point *p = &points[i];
         if (stop_requested) {
             rc = 1;
             break;
         }
-        if (p->n != s.n && n_state_enter(&s, o, p->n, ndev) != 0) {
+        if (p->n != s.n) { /* what this n needs, checked before it is allocated */
+            const bench_need need = bench_host_need(o, p->n, ndev, cpu);
+            fits = have_weights && bench_host_check(&need, available, oom, sizeof oom) == 0;
+            n_state_clear(&s, ndev);
+            s.n = p->n;
+        }
+        if (fits && !s.x && n_state_enter(&s, o, p->n, ndev) != 0) {
             snprintf(err, err_size, "out of host memory for n = %d", p->n);
             rc = -1;
             break;
         }
         s.first_valid = false;
-        for (size_t d = 0; rc == 0 && d < ndev; d++) rc = run_point(o, devs, d, p, &w, &s, res, &pg, err, err_size);
+        for (size_t d = 0; rc == 0 && d < ndev; d++)
+            rc = fits ? run_point(o, devs, d, p, &w, &s, res, &pg, err, err_size)
+                      : oom_point(o, &devs[d], p, res, &pg, oom, err, err_size);
     }
     n_state_clear(&s, ndev);
     free(s.exact[0]), free(s.exact[1]), free(points);

@@ -1,16 +1,18 @@
 # rank.gp - the figure of `linformer rank --plot FILE`.
-# usage: gnuplot -c rank.gp DATA BLOCKS KIND LAYERS HEADS > FILE
+# usage: gnuplot -c rank.gp DATA BLOCKS KIND LAYERS HEADS N > FILE
 #   DATA: BLOCKS blocks, one per layer and head, first line its title, then
 #         "r c_r" rows (the mean normalised cumulative spectrum over the
 #         sequences); then one block of "layer head mean_k90" rows. Blocks are
 #         separated by two blank lines.
 #   KIND: png, svg or pdf; the figure goes to standard output.
+#   N: the longest sequence; the heat map's colours span 0 .. N.
 # Left: the spectra, as the paper's Figure 1; right: a heat map of k90.
 data = ARG1
 blocks = int(ARG2)
 kind = ARG3
 layers = int(ARG4)
 heads = int(ARG5)
+n = int(ARG6)
 cairo = strstrt(GPVAL_TERMINALS, "cairo") > 0
 
 if (kind eq "png") {
@@ -41,7 +43,7 @@ if (blocks > 12) { unset key }
 plot for [i=0:blocks-1] data index i using 1:2 with lines title columnheader(1), \
      0.9 with lines dashtype 2 linecolor rgb "#888888" title "0.90"
 
-set title "k90 (mean over the sequences)"
+set title sprintf("k90 (mean over the sequences; colours from 0 to n = %d)", n)
 set xlabel "head"
 set ylabel "layer"
 unset grid
@@ -51,7 +53,7 @@ set xrange [-0.5:heads-0.5]
 set xtics 1
 set ytics 1
 set palette defined (0 "#fff5eb", 1 "#fd8d3c", 2 "#7f2704")
-set cblabel "k90"
+set cbrange [0:n]
 set style fill solid 1.0 noborder
 plot data index blocks using 2:1:(0.5):(0.5):3 with boxxyerror linecolor palette, \
      data index blocks using 2:1:(sprintf("%.1f", $3)) with labels

@@ -3,12 +3,14 @@
  * the device, a workspace, and forwards that run the stages (stages.c).
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "attention.h"
 #include "projection.h"
 #include "stages.h"
+#include "weight_shape.h"
 
 struct lf_attention {
     lf_context *ctx; /* held: the context lives while the layer does */
@@ -172,7 +174,9 @@ static const lf_weight_slot *find_slot(const lf_attention *L, const char *name, 
     return NULL;
 }
 
-lf_status lf_attention_set_weight(lf_attention *layer, const char *name, const float *data, size_t count)
+/* Both setters: dims NULL checks count, else the shape (weight_shape.c). */
+static lf_status set_weight(lf_attention *layer, const char *name, const size_t *dims, size_t ndims,
+                            const float *data, size_t count)
 {
     if (!layer) return LF_ERR_ARGUMENT;
     lf_context *ctx = layer->ctx;
@@ -183,13 +187,27 @@ lf_status lf_attention_set_weight(lf_attention *layer, const char *name, const f
     if (!s->count)
         return lf__fail(ctx, LF_ERR_ARGUMENT, "weight \"%s\" does not exist in this layer's configuration", name);
     if (!data) return lf__fail(ctx, LF_ERR_ARGUMENT, "data for weight \"%s\" is NULL", name);
-    if (count != s->count)
-        return lf__fail(ctx, LF_ERR_ARGUMENT, "weight \"%s\" holds %zu floats, got %zu", name, s->count, count);
+    char what[32];
+    snprintf(what, sizeof what, "weight \"%s\"", name);
+    const lf_shape want = lf__slot_shape(&layer->plan, (lf_weight_id)id);
+    LF_TRY(lf__weight_check(ctx, what, &want, dims, ndims, count));
     pthread_mutex_lock(&ctx->lock);
-    lf_status st = lf__upload(ctx, layer->w.buf[s->buf], s->offset * sizeof(float), data, count * sizeof(float));
+    lf_status st = lf__upload(ctx, layer->w.buf[s->buf], s->offset * sizeof(float), data, s->count * sizeof(float));
     if (st == LF_OK) layer->set[id] = true;
     pthread_mutex_unlock(&ctx->lock);
     return st;
+}
+
+lf_status lf_attention_set_weight(lf_attention *layer, const char *name, const float *data, size_t count)
+{
+    return set_weight(layer, name, NULL, 0, data, count);
+}
+
+lf_status lf_attention_set_weight_shaped(lf_attention *layer, const char *name, const size_t *dims, size_t ndims,
+                                         const float *data)
+{
+    if (layer && !dims) return lf__fail(layer->ctx, LF_ERR_ARGUMENT, "dims is NULL");
+    return set_weight(layer, name, dims, ndims, data, 0);
 }
 
 const lf_plan *lf__attention_plan(const lf_attention *layer) { return &layer->plan; }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "model.h"
+#include "weight_shape.h"
 
 static const char *const layer_names[LF_L_COUNT] = {"ln1_g", "ln1_b", "ln2_g", "ln2_b", "w1", "b1", "w2", "b2"};
 static const char *const model_names[LF_M_COUNT] = {"tok",  "pos",    "emb_ln_g", "emb_ln_b", "final_ln_g",
@@ -70,35 +71,50 @@ lf_status lf_norm_parse(const char *name, lf_norm *norm)
 
 static size_t ff_rows(const lf_model_spec *c) { return (size_t)c->info.d_ff * (c->info.glu ? 2 : 1); }
 
-static size_t layer_count(const lf_model_spec *c, lf_layer_tensor t)
+#define SHAPE1(a) ((lf_shape){1, {(a)}})
+#define SHAPE2(a, b) ((lf_shape){2, {(a), (b)}})
+
+static lf_shape layer_shape(const lf_model_spec *c, lf_layer_tensor t)
 {
     const size_t D = c->info.d_model;
     switch (t) {
-    case LF_L_LN1_G: case LF_L_LN1_B: case LF_L_LN2_G: case LF_L_LN2_B: return D;
-    case LF_L_W1: return ff_rows(c) * D;
-    case LF_L_B1: return c->bias_ff1 ? ff_rows(c) : 0;
-    case LF_L_W2: return D * c->info.d_ff;
-    case LF_L_B2: return c->bias_ff2 ? D : 0;
+    case LF_L_LN1_G: case LF_L_LN1_B: case LF_L_LN2_G: case LF_L_LN2_B: return SHAPE1(D);
+    case LF_L_W1: return SHAPE2(ff_rows(c), D);
+    case LF_L_B1: return SHAPE1(c->bias_ff1 ? ff_rows(c) : 0);
+    case LF_L_W2: return SHAPE2(D, (size_t)c->info.d_ff);
+    case LF_L_B2: return SHAPE1(c->bias_ff2 ? D : 0);
     case LF_L_COUNT: break;
     }
-    return 0;
+    return SHAPE1(0);
 }
 
-static size_t model_count(const lf_model_spec *c, lf_model_tensor t)
+static lf_shape model_shape(const lf_model_spec *c, lf_model_tensor t)
 {
     const size_t D = c->info.d_model, V = c->info.vocab;
     const bool tokens = c->info.kind != LF_MODEL_ENCODER, lm = c->info.kind == LF_MODEL_LM;
     switch (t) {
-    case LF_M_TOK: return tokens ? V * D : 0;
-    case LF_M_POS: return (size_t)c->positions * D;
-    case LF_M_EMB_G: case LF_M_EMB_B: return c->emb_norm ? D : 0;
-    case LF_M_FINAL_G: case LF_M_FINAL_B: return c->final_norm ? D : 0;
-    case LF_M_HEAD_W: return lm ? V * D : 0;
-    case LF_M_HEAD_B: return lm && c->head_bias ? V : 0;
-    case LF_M_SHARED_E: return c->info.layerwise ? (size_t)c->shared_k * c->shared_n : 0;
+    case LF_M_TOK: return SHAPE2(tokens ? V : 0, D);
+    case LF_M_POS: return SHAPE2((size_t)c->positions, D);
+    case LF_M_EMB_G: case LF_M_EMB_B: return SHAPE1(c->emb_norm ? D : 0);
+    case LF_M_FINAL_G: case LF_M_FINAL_B: return SHAPE1(c->final_norm ? D : 0);
+    case LF_M_HEAD_W: return SHAPE2(lm ? V : 0, D);
+    case LF_M_HEAD_B: return SHAPE1(lm && c->head_bias ? V : 0);
+    case LF_M_SHARED_E: return SHAPE2(c->info.layerwise ? (size_t)c->shared_k : 0, (size_t)c->shared_n);
     case LF_M_COUNT: break;
     }
-    return 0;
+    return SHAPE1(0);
+}
+
+static size_t layer_count(const lf_model_spec *c, lf_layer_tensor t)
+{
+    const lf_shape s = layer_shape(c, t);
+    return lf__shape_count(&s);
+}
+
+static size_t model_count(const lf_model_spec *c, lf_model_tensor t)
+{
+    const lf_shape s = model_shape(c, t);
+    return lf__shape_count(&s);
 }
 
 /* ---- Creating ---- */
@@ -275,7 +291,16 @@ lf_status lf_model_set_weight(lf_model *model, int layer, const char *name, cons
     if (!model) return LF_ERR_ARGUMENT;
     if (!name) return lf__fail(model->ctx, LF_ERR_ARGUMENT, "name is NULL");
     if (!data) return lf__fail(model->ctx, LF_ERR_ARGUMENT, "data for weight \"%s\" is NULL", name);
-    return lf__model_set(model, layer, name, data, count);
+    return lf__model_set(model, layer, name, NULL, 0, data, count);
+}
+
+lf_status lf_model_set_weight_shaped(lf_model *model, int layer, const char *name, const size_t *dims, size_t ndims,
+                                     const float *data)
+{
+    if (!model) return LF_ERR_ARGUMENT;
+    if (!name || !dims) return lf__fail(model->ctx, LF_ERR_ARGUMENT, "%s is NULL", !name ? "name" : "dims");
+    if (!data) return lf__fail(model->ctx, LF_ERR_ARGUMENT, "data for weight \"%s\" is NULL", name);
+    return lf__model_set(model, layer, name, dims, ndims, data, 0);
 }
 
 void lf_model_free(lf_model *model)
@@ -293,10 +318,11 @@ void lf_model_free(lf_model *model)
 
 /* ---- Weights by name ---- */
 
-/* The buffer, offset and count of a weight; *flag is its "set" mark. */
+/* The buffer, offset and shape of a weight; *flag is its "set" mark. */
 typedef struct {
     cl_mem buf;
-    size_t offset, count;
+    size_t offset;
+    lf_shape shape;
     bool *flag;
 } lf_weight_ref;
 
@@ -305,17 +331,18 @@ static bool find_weight(lf_model *m, int layer, const char *name, lf_weight_ref 
     if (layer < 0) {
         for (int t = 0; t < LF_M_COUNT; t++)
             if (!strcmp(name, model_names[t]))
-                return *r = (lf_weight_ref){m->m[t], 0, model_count(&m->cfg, (lf_model_tensor)t), &m->m_set[t]}, true;
+                return *r = (lf_weight_ref){m->m[t], 0, model_shape(&m->cfg, (lf_model_tensor)t), &m->m_set[t]}, true;
         return false;
     }
     lf_model_layer *L = &m->layer[layer];
     for (int t = 0; t < LF_L_COUNT; t++)
         if (!strcmp(name, layer_names[t]))
-            return *r = (lf_weight_ref){L->t[t], 0, layer_count(&m->cfg, (lf_layer_tensor)t), &L->set[LF_W_COUNT + t]},
+            return *r = (lf_weight_ref){L->t[t], 0, layer_shape(&m->cfg, (lf_layer_tensor)t), &L->set[LF_W_COUNT + t]},
                    true;
     for (int w = 0; w < LF_W_COUNT; w++) {
         const lf_weight_slot *s = &L->plan.weights[w];
-        if (!strcmp(name, s->name)) return *r = (lf_weight_ref){L->w.buf[s->buf], s->offset, s->count, &L->set[w]}, true;
+        if (!strcmp(name, s->name))
+            return *r = (lf_weight_ref){L->w.buf[s->buf], s->offset, lf__slot_shape(&L->plan, (lf_weight_id)w), &L->set[w]}, true;
     }
     return false;
 }
@@ -323,24 +350,27 @@ static bool find_weight(lf_model *m, int layer, const char *name, lf_weight_ref 
 size_t lf__model_weight_count(const lf_model *m, int layer, const char *name)
 {
     lf_weight_ref r;
-    return find_weight((lf_model *)m, layer, name, &r) ? r.count : 0;
+    return find_weight((lf_model *)m, layer, name, &r) ? lf__shape_count(&r.shape) : 0;
 }
 
-lf_status lf__model_set(lf_model *m, int layer, const char *name, const float *data, size_t count)
+lf_status lf__model_set(lf_model *m, int layer, const char *name, const size_t *dims, size_t ndims, const float *data,
+                        size_t count)
 {
     lf_context *ctx = m->ctx;
     if (layer < -1 || layer >= m->cfg.info.layers)
         return lf__fail(ctx, LF_ERR_ARGUMENT, "layer %d is outside [-1, %d)", layer, m->cfg.info.layers);
     lf_weight_ref r;
-    if (!find_weight(m, layer, name, &r) || !r.count) {
+    const size_t floats = find_weight(m, layer, name, &r) ? lf__shape_count(&r.shape) : 0;
+    if (!floats) {
         if (layer < 0) return lf__fail(ctx, LF_ERR_ARGUMENT, "this model has no weight \"%s\" of its own", name);
         return lf__fail(ctx, LF_ERR_ARGUMENT, "layer %d of this model has no weight \"%s\"", layer, name);
     }
-    if (count != r.count)
-        return lf__fail(ctx, LF_ERR_ARGUMENT, "weight \"%s\" of layer %d holds %zu floats, got %zu", name, layer,
-                        r.count, count);
+    char what[64];
+    if (layer < 0) snprintf(what, sizeof what, "weight \"%s\" of the model", name);
+    else snprintf(what, sizeof what, "weight \"%s\" of layer %d", name, layer);
+    LF_TRY(lf__weight_check(ctx, what, &r.shape, dims, ndims, count));
     pthread_mutex_lock(&ctx->lock);
-    lf_status st = lf__upload(ctx, r.buf, r.offset * sizeof(float), data, count * sizeof(float));
+    lf_status st = lf__upload(ctx, r.buf, r.offset * sizeof(float), data, floats * sizeof(float));
     if (st == LF_OK) *r.flag = true;
     pthread_mutex_unlock(&ctx->lock);
     return st;

@@ -58,8 +58,10 @@ lf_status lf__model_create(lf_context *ctx, const lf_model_spec *cfg, const lf_a
 /* Sets a weight from host floats. layer -1: the model's own ("tok", "pos",
  * "emb_ln_g", "emb_ln_b", "final_ln_g", "final_ln_b", "head_w", "head_b",
  * "shared_e"); else layer's: the attention's names (wq ... e f) and "ln1_g",
- * "ln1_b", "ln2_g", "ln2_b", "w1", "b1", "w2", "b2". */
-lf_status lf__model_set(lf_model *m, int layer, const char *name, const float *data, size_t count);
+ * "ln1_b", "ln2_g", "ln2_b", "w1", "b1", "w2", "b2". dims NULL: count is
+ * checked, else the shape (ndims dimensions). */
+lf_status lf__model_set(lf_model *m, int layer, const char *name, const size_t *dims, size_t ndims, const float *data,
+                        size_t count);
 
 /* LF_ERR_STATE naming the first weight that exists and was never set; LF_OK when none. */
 lf_status lf__model_check_set(lf_model *m);

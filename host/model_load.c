@@ -214,7 +214,7 @@ static lf_status set(const lf_source *s, lf_model *m, int layer, const char *wei
         for (size_t r = 0; tr && r < rows; r++)
             for (size_t c = 0; c < cols; c++) tr[c * rows + r] = data[r * cols + c];
     }
-    if (st == LF_OK) st = lf__model_set(m, layer, weight, tr ? tr : data, t->count);
+    if (st == LF_OK) st = lf__model_set(m, layer, weight, NULL, 0, tr ? tr : data, t->count);
     free(data);
     free(tr);
     return st;

@@ -300,7 +300,8 @@ static lf_status parse(lf_st_file *f, char *msg, size_t msg_size)
     if (torch)
         return FAIL(LF_ERR_FORMAT,
                     "file is a PyTorch %s checkpoint, not a safetensors file; convert it with "
-                    "safetensors.torch.save_file(torch.load(F), \"model.safetensors\")",
+                    "python -m linformer_cl.convert FILE model.safetensors --heads H (the package "
+                    "linformer_cl: pip install . in the source tree)",
                     torch);
     if (f->size < 8)
         return FAIL(LF_ERR_FORMAT, "file is %zu bytes, shorter than the 8-byte header length", f->size);

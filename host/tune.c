@@ -18,10 +18,12 @@
 #include "kernel_cache.h"
 
 #include <clblast_c.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define LF_TUNE_MAX_PARAMS 16
 
@@ -207,6 +209,7 @@ typedef struct {
     lf_tune_log log;
     void *user;
     uint64_t rng;
+    double seconds, deadline; /* the limit, and when it is reached (monotonic seconds) */
 } lf_tuner;
 
 static double now_s(void)
@@ -238,8 +241,9 @@ static const size_t direct_shapes[][3] = {{256, 256, 64}, {256, 64, 256}};
 
 /* Milliseconds of the shapes under the parameters in force (the median of 3
  * runs each), given up past `limit`; a set that CLBlast cannot build or run
- * costs 1e300. */
-static double cost(lf_context *ctx, const size_t (*shapes)[3], int count, double limit)
+ * costs 1e300. The compiled programs are kept for the next call (`clear`
+ * false) or dropped: each set is a program of its own. */
+static double cost(lf_context *ctx, const size_t (*shapes)[3], int count, double limit, bool clear)
 {
     double total = 0;
     for (int i = 0; i < count && total <= limit; i++) {
@@ -249,26 +253,63 @@ static double cost(lf_context *ctx, const size_t (*shapes)[3], int count, double
         else
             total += 2.0 * (double)shapes[i][0] * shapes[i][1] * shapes[i][2] / (gflops * 1e6);
     }
-    CLBlastClearCache(); /* each set is a program of its own: keep none */
+    if (clear) CLBlastClearCache();
+    return total;
+}
+
+static double flops(const size_t (*shapes)[3], int count)
+{
+    double total = 0;
+    for (int i = 0; i < count; i++) total += 2.0 * (double)shapes[i][0] * shapes[i][1] * shapes[i][2];
     return total;
 }
 
 static void set_threshold(lf_context *ctx, size_t size) { apply(ctx, K_ROUTINE, &size); }
 
-/* Random sets of `kernel` until `until`; true with the best in `best` when
- * one beats the parameters in force at the start. */
+/* A step that runs once whatever the time (the parameters in force, one
+ * crossover edge) and ends past the deadline is said: the limit did not hold. */
+static void say_overrun(lf_tuner *t, const char *what, const char *which, double began)
+{
+    const double end = now_s();
+    if (began <= t->deadline && end > t->deadline)
+        say(t, "%s %s took %.1f s (compiling its kernels), past the time limit of %.1f s", what, which, end - began,
+            t->seconds);
+    else if (end > t->deadline)
+        say(t, "%s %s: measured past the time limit, as each kernel is once whatever the limit", what, which);
+}
+
+/* One random set: compiled and timed on a small shape first, which bounds what
+ * the full shapes would take; a set whose full measure would end past `until`
+ * is not measured. Returns its ms, 1e300 when it does not run, or -1 (no time). */
+static double try_set(lf_tuner *t, const size_t (*shapes)[3], int nshapes, double limit, double until)
+{
+    static const size_t probe[1][3] = {{128, 128, 128}};
+    const double small = cost(t->ctx, probe, 1, 1e300, false);
+    const double full_s = small * 1e-3 * 3 * flops(shapes, nshapes) / flops(probe, 1); /* 3 runs a shape */
+    double ms = small;
+    if (small < 1e300) ms = now_s() + full_s < until ? cost(t->ctx, shapes, nshapes, limit, false) : -1;
+    CLBlastClearCache();
+    return ms;
+}
+
+/* Random sets of `kernel` while there is time before `until`; true with the
+ * best in `best` when one beats the parameters in force at the start. */
 static bool search(lf_tuner *t, int kernel, double until, const size_t (*shapes)[3], int nshapes, size_t *best)
 {
     const char *name = spaces[kernel].kernel;
-    const double before = cost(t->ctx, shapes, nshapes, 1e300);
+    const double began = now_s(), before = cost(t->ctx, shapes, nshapes, 1e300, true);
     double best_ms = before;
     say(t, "%s: %.1f ms with the parameters in force", name, before);
+    say_overrun(t, name, "with the parameters in force", began);
     size_t v[LF_TUNE_MAX_PARAMS];
     bool found = false;
-    /* at least one set, however long the parameters in force took to build */
-    for (int tried = 1; (tried == 1 || now_s() < until) && random_set(kernel, &t->ctx->info, &t->rng, v); tried++) {
+    for (int tried = 1; now_s() < until && random_set(kernel, &t->ctx->info, &t->rng, v); tried++) {
         if (apply(t->ctx, kernel, v) != LF_OK) continue;
-        const double ms = cost(t->ctx, shapes, nshapes, 2 * best_ms); /* a slow set stops early */
+        const double ms = try_set(t, shapes, nshapes, 2 * best_ms, until); /* a slow set stops early */
+        if (ms < 0) {
+            say(t, "%s set %d: no time left to measure it", name, tried);
+            break;
+        }
         if (ms < best_ms) {
             best_ms = ms;
             memcpy(best, v, sizeof v);
@@ -282,66 +323,100 @@ static bool search(lf_tuner *t, int kernel, double until, const size_t (*shapes)
 }
 
 /* The smallest cube edge from which the tiled kernel beats the direct one at
- * every edge measured (past the last edge when it never does). */
+ * every larger edge measured (twice the last edge when it never does). The
+ * edges go up while there is time; the smallest is always measured. */
 static size_t find_threshold(lf_tuner *t)
 {
     static const size_t edges[] = {64, 128, 256, 512, 1024};
-    const int count = (int)(sizeof edges / sizeof edges[0]);
-    size_t threshold = 2 * edges[count - 1];
-    for (int i = count - 1; i >= 0; i--) {
+    size_t threshold = 0, last = edges[0];
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0] && (i == 0 || now_s() < t->deadline); i++) {
         const size_t shape[1][3] = {{edges[i], edges[i], edges[i]}};
+        const double began = now_s();
         set_threshold(t->ctx, LF_ALWAYS_DIRECT);
-        const double direct = cost(t->ctx, shape, 1, 1e300);
+        const double direct = cost(t->ctx, shape, 1, 1e300, true);
         set_threshold(t->ctx, LF_NEVER_DIRECT);
-        const double tiled = cost(t->ctx, shape, 1, 1e300);
+        const double tiled = cost(t->ctx, shape, 1, 1e300, true);
         say(t, "GemmRoutine: %zu^3: direct %.2f ms, tiled %.2f ms", edges[i], direct, tiled);
-        if (tiled >= direct) break;
-        threshold = edges[i];
+        if (i == 0) say_overrun(t, "GemmRoutine", "at the smallest edge", began);
+        if (tiled >= direct) threshold = 0;
+        else if (!threshold) threshold = edges[i];
+        last = edges[i];
     }
-    return threshold;
+    return threshold ? threshold : 2 * last;
 }
 
-static lf_status tune_locked(lf_tuner *t, double seconds)
+/* Stores the entry and reads it back: a cache folder that takes nothing (full,
+ * read-only, not a folder) is found out, since storing never fails aloud. */
+static bool store_checked(const char *path, const char *key, const char *text)
+{
+    lf__cache_store(path, key, (const unsigned char *)text, strlen(text));
+    unsigned char *back = NULL;
+    size_t len = 0;
+    const bool ok = lf__cache_load(path, key, &back, &len) == LF_CACHE_FOUND && len == strlen(text) &&
+                    memcmp(back, text, len) == 0;
+    free(back);
+    return ok;
+}
+
+/* Before any search: whether the folder takes an entry (a probe beside the real one, removed again). */
+static lf_status check_writable(lf_context *ctx, const char *path, const char *key)
+{
+    char probe[4300]; /* "ENTRY.probe.bin": its temporary is one the cache's sweep knows */
+    const size_t len = strlen(path), stem = len > 4 && strcmp(path + len - 4, ".bin") == 0 ? len - 4 : len;
+    snprintf(probe, sizeof probe, "%.*s.probe.bin", (int)stem, path);
+    const bool ok = store_checked(probe, key, "probe");
+    unlink(probe);
+    if (ok) return LF_OK;
+    return lf__fail(ctx, LF_ERR_IO, "cannot write the tuned parameters to %s (the kernel cache folder, "
+                                    "LINFORMER_CACHE_DIR): nothing was tuned", path);
+}
+
+static lf_status tune_locked(lf_tuner *t)
 {
     lf_context *ctx = t->ctx;
     char path[4200], *key = NULL;
     if (!entry_path(ctx, path, sizeof path, &key))
         return lf__fail(ctx, LF_ERR_IO, "no cache directory to keep tuned parameters in (LINFORMER_CACHE_DIR is "
                                         "\"off\", or neither XDG_CACHE_HOME nor HOME is set)");
+    lf_status st = check_writable(ctx, path, key);
     lf_tuned found;
-    if (!load_entry(ctx, &found)) memset(&found, 0, sizeof found);
-    const double start = now_s();
-    say(t, "tuning CLBlast's GEMM kernels on \"%s\" for about %.0f s", ctx->info.device_name, seconds);
+    if (st != LF_OK || !load_entry(ctx, &found)) memset(&found, 0, sizeof found);
+    const double start = now_s(), seconds = t->seconds;
+    t->deadline = start + seconds;
+    if (st == LF_OK) say(t, "tuning CLBlast's GEMM kernels on \"%s\" for about %.1f s", ctx->info.device_name, seconds);
     set_threshold(ctx, LF_NEVER_DIRECT);
-    if (search(t, K_XGEMM, start + 0.55 * seconds, xgemm_shapes, 2, found.v[K_XGEMM])) found.have[K_XGEMM] = true;
-    if (found.have[K_XGEMM]) apply(ctx, K_XGEMM, found.v[K_XGEMM]);
+    if (st == LF_OK && search(t, K_XGEMM, start + 0.55 * seconds, xgemm_shapes, 2, found.v[K_XGEMM]))
+        found.have[K_XGEMM] = true;
+    if (st == LF_OK && found.have[K_XGEMM]) apply(ctx, K_XGEMM, found.v[K_XGEMM]);
     set_threshold(ctx, LF_ALWAYS_DIRECT);
-    if (search(t, K_DIRECT, start + 0.85 * seconds, direct_shapes, 2, found.v[K_DIRECT])) found.have[K_DIRECT] = true;
-    if (found.have[K_DIRECT]) apply(ctx, K_DIRECT, found.v[K_DIRECT]);
-    found.v[K_ROUTINE][0] = find_threshold(t);
-    found.have[K_ROUTINE] = true;
-    apply(ctx, K_ROUTINE, found.v[K_ROUTINE]);
-
-    char text[2048];
-    format_entry(&found, text, sizeof text);
-    lf__cache_store(path, key, (const unsigned char *)text, strlen(text));
-    say(t, "stored in %s after %.0f s:\n%s", path, now_s() - start, text);
+    if (st == LF_OK && search(t, K_DIRECT, start + 0.85 * seconds, direct_shapes, 2, found.v[K_DIRECT]))
+        found.have[K_DIRECT] = true;
+    if (st == LF_OK && found.have[K_DIRECT]) apply(ctx, K_DIRECT, found.v[K_DIRECT]);
+    if (st == LF_OK) {
+        found.v[K_ROUTINE][0] = find_threshold(t);
+        found.have[K_ROUTINE] = true;
+        apply(ctx, K_ROUTINE, found.v[K_ROUTINE]);
+        char text[2048];
+        format_entry(&found, text, sizeof text);
+        if (store_checked(path, key, text)) say(t, "stored in %s after %.1f s:\n%s", path, now_s() - start, text);
+        else st = lf__fail(ctx, LF_ERR_IO, "cannot write the tuned parameters to %s: nothing was stored", path);
+    }
     free(key);
-    return LF_OK;
+    return st;
 }
 
 lf_status lf_gemm_tune(lf_context *ctx, double seconds, lf_tune_log log, void *user)
 {
     if (!ctx) return LF_ERR_ARGUMENT;
-    if (!(seconds > 0))
-        return lf__fail(ctx, LF_ERR_ARGUMENT, "seconds must be positive, got %g", seconds);
+    if (!(seconds > 0) || !isfinite(seconds))
+        return lf__fail(ctx, LF_ERR_ARGUMENT, "seconds must be positive and finite, got %g", seconds);
     if (!ctx->profiling)
         return lf__fail(ctx, LF_ERR_UNSUPPORTED, "the queue was created without CL_QUEUE_PROFILING_ENABLE");
     pthread_mutex_lock(&ctx->lock);
     const lf_gemm_backend backend = ctx->gemm;
     ctx->gemm = LF_GEMM_CLBLAST; /* what is tuned, whatever this context's GEMMs run on */
-    lf_tuner t = {ctx, log, user, (uint64_t)time(NULL)};
-    lf_status st = tune_locked(&t, seconds);
+    lf_tuner t = {ctx, log, user, (uint64_t)time(NULL), seconds, 0};
+    lf_status st = tune_locked(&t);
     ctx->gemm = backend;
     pthread_mutex_unlock(&ctx->lock);
     return st;

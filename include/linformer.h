@@ -226,8 +226,12 @@ LF_API lf_status lf_gemm_rate(lf_context *ctx, size_t m, size_t n, size_t k, dou
  * name and driver version; every context created later on that device applies
  * them. A set is stored only where it beats the parameters in force. The
  * parameters stay in force for the whole process (CLBlast keeps them per
- * device). `log` (may be NULL) receives one line per step. Fails with
- * LF_ERR_IO when the cache is off.
+ * device). `log` (may be NULL) receives one line per step. No step begins
+ * after `seconds` (positive and finite) but the three that run once whatever
+ * the time: the parameters in force of each kernel and the smallest crossover
+ * edge, each compiling kernels; one of them that ends past the limit is
+ * logged. Fails with LF_ERR_IO when the cache is off or its folder takes no
+ * entry (tried before the search; the stored entry is read back).
  */
 typedef void (*lf_tune_log)(const char *line, void *user);
 LF_API lf_status lf_gemm_tune(lf_context *ctx, double seconds, lf_tune_log log, void *user);
@@ -341,6 +345,15 @@ LF_API lf_status lf_attention_config_get(const lf_attention *layer, lf_attention
  */
 LF_API lf_status lf_attention_set_weight(lf_attention *layer, const char *name,
                                          const float *data, size_t count);
+
+/*
+ * The same with the array's shape: dims (ndims of them) must equal the shape
+ * above exactly ("e" learned: [KV, k, max_seq_len] or [k, max_seq_len]), so a
+ * transposed E [max_seq_len, k], which has the same count, is refused with
+ * LF_ERR_ARGUMENT naming the expected shape instead of giving wrong answers.
+ */
+LF_API lf_status lf_attention_set_weight_shaped(lf_attention *layer, const char *name,
+                                                const size_t *dims, size_t ndims, const float *data);
 
 /* The weights this layer's configuration has, in the order above, for hosts
  * that fill them generically: index 0, 1, ... until LF_ERR_ARGUMENT. The
@@ -639,6 +652,10 @@ LF_API lf_status lf_model_create(lf_context *ctx, const lf_model_config *cfg, co
  */
 LF_API lf_status lf_model_set_weight(lf_model *model, int layer, const char *name, const float *data,
                                      size_t count);
+/* The same with the array's shape, which must equal the weight's exactly (the
+ * shapes above; an attention weight's as for lf_attention_set_weight_shaped). */
+LF_API lf_status lf_model_set_weight_shaped(lf_model *model, int layer, const char *name, const size_t *dims,
+                                            size_t ndims, const float *data);
 LF_API void lf_model_free(lf_model *model);
 LF_API lf_status lf_model_info_get(const lf_model *model, lf_model_info *info);
 

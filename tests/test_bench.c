@@ -186,10 +186,25 @@ Test(plot, data_blocks)
     char *buf = NULL;
     size_t size = 0;
     FILE *f = open_memstream(&buf, &size);
-    cr_assert_eq(bench_plot_data(f, &res), 1);
+    bench_plot_styles styles;
+    cr_assert_eq(bench_plot_data(f, &res, &styles), 1);
     fclose(f);
-    cr_expect_str_eq(buf, "\"linformer k=128 [0:1]\" ms MiB\n1024 1.5 0.0625\n2048 1.5 0.0625\n");
+    cr_expect_str_eq(buf, "\"linformer k=128, Some GPU\" ms MiB\n1024 1.5 0.0625\n2048 1.5 0.0625\n");
     free(buf);
+    /* a second device and a second mode: colour by mode (and k), dash by device */
+    bench_row d = sample_row(), e = sample_row();
+    strcpy(d.device, "1:0");
+    strcpy(d.device_name, "Other");
+    e.mode = LF_MODE_FLASH, e.k = 0;
+    bench_results_add(&res, &d);
+    bench_results_add(&res, &e);
+    f = open_memstream(&buf, &size);
+    cr_assert_eq(bench_plot_data(f, &res, &styles), 3);
+    fclose(f);
+    free(buf);
+    cr_expect_str_eq(styles.colours, "1 1 2");
+    cr_expect_str_eq(styles.dashes, "1 2 1");
+    cr_expect(strstr(styles.shape, "d_model") != NULL, "%s", styles.shape);
     bench_results_free(&res);
 }
 
@@ -388,7 +403,6 @@ Test(program, refuses_before_the_sweep, .timeout = 600)
         const char *args, *named;
     } bad[] = {
         {TINY " --csv /nonexistent/a.csv", "/nonexistent/a.csv"},
-        {TINY " --plot /tmp/figure.gif", ".png, .svg or .pdf"},
         /* within the options' limits, past the library's (k x n above 2^40) */
         {"--n 16,16777216 --k 16777216 --d-model 32 --heads 2 --modes dense,linformer", "k=16777216"},
     };

@@ -1,7 +1,7 @@
 /*
  * test_model.c - whole models: lucidrains' Linformer and LinformerLM trained
  * in PyTorch run unchanged (tests/data/make_model_fixtures.py wrote the files
- * through tools/convert_checkpoint.py, with PyTorch's own outputs).
+ * through python -m linformer_cl.convert, with PyTorch's own outputs).
  */
 #include <criterion/criterion.h>
 #include <stdio.h>

@@ -12,10 +12,11 @@
 #include "helpers.h"
 #include "model_case.h"
 #include "rank.h"
+#include "rank_files.h"
 #include "reference.h"
 #include "st_write.h"
 
-enum { D = 16, H = 2, DH = D / H };
+enum { D = RANK_TEST_D, H = RANK_TEST_HEADS, DH = D / H };
 
 static char dir[64];
 static void setup(void) { lf_test_make_dir(dir, "rank"); }
@@ -204,29 +205,16 @@ static void path(char *out, const char *name) { sprintf(out, "%s/%s", dir, name)
  * Linformer at the model's own k is exact on a sequence of `seq` rows. */
 static void write_model(const char *file, int seq, int k, uint64_t *rng)
 {
-    float *w = malloc(4 * D * D * sizeof *w), *bo = malloc(D * sizeof *bo), *eye = calloc((size_t)seq * k, sizeof *eye);
-    lf_test_fill(w, 4 * D * D, rng, -0.5f, 0.5f);
-    lf_test_fill(bo, D, rng, -0.5f, 0.5f);
-    for (int i = 0; i < k; i++) eye[i * k + i] = 1;
-    const int64_t sw[2] = {D, D}, sp[2] = {seq, k}, sb[1] = {D};
-    const st_tensor t[7] = {{"to_q.weight", ST_F32, 2, sw, w},         {"to_k.weight", ST_F32, 2, sw, w + D * D},
-                            {"to_v.weight", ST_F32, 2, sw, w + 2 * D * D}, {"proj_k", ST_F32, 2, sp, eye},
-                            {"proj_v", ST_F32, 2, sp, eye},             {"to_out.weight", ST_F32, 2, sw, w + 3 * D * D},
-                            {"to_out.bias", ST_F32, 1, sb, bo}};
-    const char *meta[2] = {"heads", "2"};
-    char p[128], msg[256];
+    char p[128];
     path(p, file);
-    cr_assert_eq(st_save(p, t, 7, meta, 1, NULL, 0, msg, sizeof msg), 0, "%s", msg);
-    free(w), free(bo), free(eye);
+    rank_write_layer(p, seq, k, rng);
 }
 
 static void write_input(const char *file, const float *x, int batch, int n, const int32_t *lengths)
 {
-    const int64_t sx[3] = {batch, n, D}, sl[1] = {batch};
-    const st_tensor t[2] = {{"x", ST_F32, 3, sx, x}, {"lengths", ST_I32, 1, sl, lengths}};
-    char p[128], msg[256];
+    char p[128];
     path(p, file);
-    cr_assert_eq(st_save(p, t, 2, NULL, 0, NULL, 0, msg, sizeof msg), 0, "%s", msg);
+    rank_write_input(p, x, batch, n, lengths);
 }
 
 /* The same measurement in this process, to compare the program's CSV with. */
@@ -249,11 +237,11 @@ static void measure_here(const char *model, const float *x, int batch, int n, co
  * errors to the printed precision. */
 static void expect_csv_row(const char *line, const rank_row *row, int ks)
 {
-    int f[7], used = 0;
-    cr_assert_eq(sscanf(line, "%d,%d,%d,%d,%d,%d,%d%n", &f[0], &f[1], &f[2], &f[3], &f[4], &f[5], &f[6], &used), 7,
-                 "row \"%s\"", line);
-    const int want[7] = {row->seq, row->layer, row->head, row->n, row->k_at[0], row->k_at[1], row->k_at[2]};
-    for (int i = 0; i < 7; i++) cr_expect_eq(f[i], want[i], "row \"%s\", field %d", line, i);
+    int f[8], used = 0;
+    cr_assert_eq(sscanf(line, "%d,%d,%d,%d,%d,%d,%d,%d%n", &f[0], &f[1], &f[2], &f[3], &f[4], &f[5], &f[6], &f[7],
+                        &used), 8, "row \"%s\"", line);
+    const int want[8] = {row->seq, row->layer, row->head, row->n, row->k_at[0], row->k_at[1], row->k_at[2], row->own_k};
+    for (int i = 0; i < 8; i++) cr_expect_eq(f[i], want[i], "row \"%s\", field %d", line, i);
     const char *s = line + used;
     for (int j = 0; j < ks; j++) {
         char *end;
@@ -288,13 +276,14 @@ Test(rank, csv_columns_and_rows_read_back)
     cr_assert_not_null(f);
     char line[1024];
     cr_assert_not_null(fgets(line, sizeof line, f));
-    cr_expect_str_eq(line, "seq,layer,head,n,k90,k95,k99,err_k4,err_k16\n");
+    cr_expect_str_eq(line, "seq,layer,head,n,k90,k95,k99,own_k,err_k4,err_k16\n");
     size_t rows = 0;
     for (; fgets(line, sizeof line, f); rows++)
         if (rows < r.count) expect_csv_row(line, &r.rows[rows], r.ks);
     fclose(f);
     cr_expect_eq(rows, (size_t)B * H, "%zu rows, expected one per sequence and head", rows);
     cr_assert_eq(r.count, (size_t)B * H);
+    cr_expect_eq(r.rows[0].own_k, 16, "the model's own k is marked");
     for (int h = 0; h < H; h++) {
         /* The identity E, F over the whole sequence: Linformer is the exact attention. */
         cr_expect_lt(r.rows[h].err[1], 1e-4, "head %d: error %g at the model's own k", h, r.rows[h].err[1]);
@@ -442,7 +431,7 @@ Test(rank, every_layer_of_a_model_is_measured_from_its_own_input)
     FILE *f = fopen(csv, "r");
     cr_assert_not_null(f);
     cr_assert_not_null(fgets(line, sizeof line, f));
-    cr_expect_str_eq(line, "seq,layer,head,n,k90,k95,k99,err_k3,err_k5\n");
+    cr_expect_str_eq(line, "seq,layer,head,n,k90,k95,k99,own_k,err_k3,err_k5\n");
     bool seen[MB][ML][MH] = {{{false}}};
     int rows = 0;
     for (; fgets(line, sizeof line, f); rows++) expect_model_row(line, layers, inputs, lengths, seen);
@@ -458,7 +447,7 @@ Test(rank, every_layer_of_a_model_is_measured_from_its_own_input)
     f = fopen(csv, "r");
     cr_assert_not_null(f);
     cr_assert_not_null(fgets(line, sizeof line, f));
-    cr_expect_str_eq(line, "seq,layer,head,n,k90,k95,k99,err_k1,err_k2,err_k5,err_k10,err_k14\n");
+    cr_expect_str_eq(line, "seq,layer,head,n,k90,k95,k99,own_k,err_k1,err_k2,err_k5,err_k10,err_k14\n");
     fclose(f);
     /* a head count against the file's is a usage error naming both */
     snprintf(cmd, sizeof cmd, "%s rank --model %s --input %s --heads 2", LF_TOOL_PATH, model, input);

@@ -173,7 +173,7 @@ static void expect_pytorch(const char *head, size_t len, const char *kind)
     uint8_t *b = malloc(len);
     cr_assert(b != NULL);
     memcpy(b, head, len);
-    expect_format_raw(b, len, kind, "not a safetensors file; convert it with safetensors.torch.save_file(torch.load(");
+    expect_format_raw(b, len, kind, "not a safetensors file; convert it with python -m linformer_cl.convert FILE model.safetensors --heads H");
 }
 
 Test(safetensors_bad, pytorch_checkpoints_are_named)

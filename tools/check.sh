@@ -4,11 +4,11 @@
 # unless LINFORMER_SKIP_INTEL=1: tests/CMakeLists.txt), then the Oclgrind
 # stage (tools/check-oclgrind.sh: the GPU path on a simulated GPU), then
 # builds a program against the installed package and runs the robustness
-# checks (on the default device).
+# checks (on the default device), the Python package's tests
+# (tools/check-python.sh) and the serving load test (tools/check-serve.sh).
 set -eu
 cd "$(dirname "$0")/.."
 mkdir -p build
-tools/install-python-test.sh
 tools/setup.sh
 
 # One test process at a time: each uses every core through the OpenCL device.
@@ -18,3 +18,5 @@ tools/check-oclgrind.sh
 tools/check-bundle.sh
 tests/consumer/check.sh
 tools/check-robustness.sh
+tools/check-python.sh
+tools/check-serve.sh

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "announce.h"
 #include "bench.h"
 #include "bench_options.h"
 #include "bench_output.h"
@@ -56,6 +57,10 @@ static void files_abort(bench_files *f)
 static int files_open(const bench_options *o, bench_files *f, char *err, size_t err_size)
 {
     memset(f, 0, sizeof *f);
+    bench_plot_side side;
+    named_file outputs[5] = {{"--csv", o->csv}, {"--json", o->json}};
+    const size_t count = 2 + bench_plot_outputs(o->plot, &side, outputs + 2);
+    if (output_files_check(outputs, count, NULL, 0, err, err_size) != 0) return -1;
     if ((!o->csv || (f->csv = output_file_open(o->csv, NULL, 0, err, err_size))) &&
         (!o->json || (f->json = output_file_open(o->json, NULL, 0, err, err_size))) &&
         (!o->plot || bench_plot_open(o->plot, &f->plot, err, err_size) == 0))
@@ -162,6 +167,7 @@ int cmd_bench(int argc, char **argv)
         files_abort(&files);
         return 1;
     }
+    for (size_t i = 0; i < ndev; i++) tool_announce("bench", devs[i].ctx);
     bench_options_default_ns(&o, all_gpus(devs, ndev));
     int status = 1;
     if (bench_sweep_check(&o, devs, ndev, err, sizeof err) != 0) {

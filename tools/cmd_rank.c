@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "announce.h"
+#include "bench_progress.h"
 #include "cli.h"
 #include "commands.h"
 #include "linformer.h"
@@ -34,10 +36,11 @@ static void usage(FILE *out)
             "  --k LIST      comma-separated k values (default: each layer's k/4, k/2, k, 2k, 4k,\n"
             "                clipped to [1, n])\n"
             "  --seed S      seed of the random projections (default 0)\n"
-            "  --csv FILE    one row per sequence, layer and head: seq,layer,head,n,k90,k95,k99 and\n"
+            "  --csv FILE    one row per sequence, layer and head: seq,layer,head,n,k90,k95,k99,own_k and\n"
             "                err_k<K> per k (empty where that k cannot run, e.g. a causal layer)\n"
             "  --plot FILE   .png, .svg or .pdf: the spectra (one curve per layer and head) beside a\n"
-            "                heat map of k90 over layers and heads; FILE.dat and FILE.gp stay beside it\n"
+            "                heat map of k90 over layers and heads; FILE.png.dat and FILE.png.gp stay\n"
+            "                beside it\n"
             "  --heads H     head count, when the model's __metadata__ has none\n"
             "  --device SEL  see `linformer devices --help`\n\n"
             "stdout gets a table per layer and head, means over the sequences. A sequence whose n x n\n"
@@ -69,6 +72,7 @@ static int parse(int argc, char **argv, rank_options *o)
         (v[O_SEED] && cli_u64("--seed", v[O_SEED], &o->seed, err, sizeof err)))
         return cli_usage_error("rank", err);
     if (!o->model || !o->input) return cli_usage_error("rank", !o->model ? "--model is required" : "--input is required");
+    if (o->plot && bench_plot_check_name(o->plot, err, sizeof err) != 0) return cli_usage_error("rank", err);
     return 0;
 }
 
@@ -94,13 +98,10 @@ static int choose_sweep(const rank_options *o, const int *own_k, int layers, int
     return 0;
 }
 
-/* The CSV through an atomic output file, never over the model or the input. */
-static int write_csv(const rank_options *o, const rank_results *r)
+/* The CSV, opened before the measurement (a path that cannot be written fails at once), committed here. */
+static int write_csv(output_file *f, const rank_results *r)
 {
     char err[1024];
-    const char *inputs[2] = {o->model, o->input};
-    output_file *f = output_file_open(o->csv, inputs, 2, err, sizeof err);
-    if (!f) return fail("%s", err);
     rank_write_csv(output_file_stream(f), r);
     return output_file_commit(f, err, sizeof err) ? fail("%s", err) : 0;
 }
@@ -142,6 +143,7 @@ static int measure_layer_file(lf_context *ctx, const rank_options *o, run_input 
     int rc = st == LF_OK ? 0 : fail("%s: %s", lf_status_string(st), lf_context_last_error(ctx));
     const run_input_spec spec = {"rank", false, cfg.d_model, cfg.max_seq_len, 0};
     if (rc == 0) rc = run_input_read(o->input, &spec, in);
+    if (rc == 0) bench_progress_start(r->progress, (size_t)in->batch * cfg.heads);
     if (rc == 0) rc = choose_sweep(o, &layer.model_k, 1, cfg.max_seq_len, in->n, r);
     if (rc == 0) return measure_loaded(ctx, o, &src, &layer, in->x, in, r);
     rank_free_layer(&layer);
@@ -173,6 +175,7 @@ static int measure_model(lf_context *ctx, const rank_options *o, run_input *in, 
             lf_model_kind_name(info.kind), info.layers, info.d_model, info.heads);
     const run_input_spec spec = {"rank", info.kind != LF_MODEL_ENCODER, info.d_model, info.max_seq_len, 0};
     int rc = run_input_read(o->input, &spec, in);
+    if (rc == 0) bench_progress_start(r->progress, (size_t)info.layers * in->batch * info.heads);
     if (rc == 0) rc = model_sweep(o, model, &info, in->n, r);
     float *x = rc ? NULL : malloc((size_t)in->batch * in->n * info.d_model * sizeof *x);
     if (rc == 0 && !x) rc = fail("out of host memory for a layer's input");
@@ -192,16 +195,29 @@ int cmd_rank(int argc, char **argv)
     int rc = parse(argc, argv, &o);
     if (rc) return rc == 1 ? 0 : rc;
     char msg[4096];
+    bench_plot_side side;
+    named_file outputs[4] = {{"--csv", o.csv}};
+    const named_file inputs[2] = {{"--model", o.model}, {"--input", o.input}};
+    const size_t count = 1 + bench_plot_outputs(o.plot, &side, outputs + 1);
+    if (output_files_check(outputs, count, inputs, 2, msg, sizeof msg) != 0) return fail("%s", msg);
+    const char *paths[2] = {o.model, o.input};
+    output_file *csv = o.csv ? output_file_open(o.csv, paths, 2, msg, sizeof msg) : NULL;
+    if (o.csv && !csv) return fail("%s", msg);
     bench_plot_files plot = {0};
-    if (o.plot && bench_plot_open(o.plot, &plot, msg, sizeof msg) != 0) return fail("%s", msg);
+    if (o.plot && bench_plot_open(o.plot, &plot, msg, sizeof msg) != 0) return output_file_abort(csv), fail("%s", msg);
     lf_context *ctx = NULL;
     run_input in = {0};
-    rank_results r = {0};
+    bench_progress progress;
+    rank_results r = {.progress = &progress};
+    bench_progress_start(&progress, 0);
     lf_status st = lf_context_create(o.device, &ctx, msg, sizeof msg);
     if (st != LF_OK) rc = fail("%s: %s", lf_status_string(st), msg);
-    else rc = run_is_layer_file(o.model, NULL) ? measure_layer_file(ctx, &o, &in, &r) : measure_model(ctx, &o, &in, &r);
+    else tool_announce("rank", ctx);
+    if (st == LF_OK) rc = run_is_layer_file(o.model, NULL) ? measure_layer_file(ctx, &o, &in, &r) : measure_model(ctx, &o, &in, &r);
+    bench_progress_clear(&progress);
     if (rc == 0) rank_print_table(stdout, &r);
-    if (rc == 0 && o.csv) rc = write_csv(&o, &r);
+    if (rc == 0 && csv) rc = write_csv(csv, &r);
+    else output_file_abort(csv);
     if (rc == 0 && o.plot && rank_plot_finish(&plot, &r, msg, sizeof msg) != 0) rc = fail("%s", msg);
     bench_plot_abort(&plot);
     rank_results_free(&r);

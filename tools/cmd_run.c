@@ -1,12 +1,12 @@
 /* cmd_run.c - `linformer run`: an attention layer, or a whole model (cmd_run_model.c), from safetensors files. */
 #define _POSIX_C_SOURCE 200809L
-#include <dirent.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "announce.h"
 #include "cli.h"
 #include "commands.h"
 #include "linformer.h"
@@ -20,7 +20,7 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: linformer run --model M.safetensors --input X.safetensors --output Y.safetensors\n"
+            "usage: linformer run --model M.safetensors --input X.safetensors [--output Y.safetensors]\n"
             "                     [--device SEL] [--heads H] [--mode linformer|dense|flash]\n"
             "                     [--repeat N] [--warmup N] [--profile] [--check] [--tolerance T]\n"
             "                     [--causal] [--projection mean|max]\n"
@@ -32,7 +32,7 @@ static void usage(FILE *out)
             "The input file holds `x` (f32 [batch, n, d_model]) or `tokens`, optionally `lengths` (i32\n"
             "or i64 [batch]) and the expected output `y`; other tensors are ignored (with a note). The\n"
             "output file gets `y`; it is replaced atomically, and never when it is the model or the\n"
-            "input.\n\n"
+            "input. --output is required unless --check is given.\n\n"
             "  --heads H      head count (1 to %d), needed when the model's __metadata__ has no\n"
             "                 \"heads\" entry; one that contradicts it is an error\n"
             "  --mode M       linformer (default), or the exact baselines dense and flash\n"
@@ -129,37 +129,6 @@ static int fail(const char *fmt, ...)
     fputc('\n', stderr);
     va_end(ap);
     return 1;
-}
-
-/* The kernel cache as the library finds it (linformer.h): NULL when it is off. */
-static const char *cache_dir(char *buf, size_t size)
-{
-    const char *dir = getenv("LINFORMER_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (dir && strcmp(dir, "off") == 0) return NULL;
-    if (dir && *dir) snprintf(buf, size, "%s", dir);
-    else if (xdg && *xdg) snprintf(buf, size, "%s/linformer", xdg);
-    else snprintf(buf, size, "%s/.cache/linformer", home ? home : ".");
-    return buf;
-}
-
-/* Which device runs, and, before a silent wait, that kernels are being compiled. */
-static void announce(lf_context *ctx)
-{
-    lf_device_info d;
-    if (lf_context_device_info(ctx, &d) == LF_OK)
-        fprintf(stderr, "linformer run: device %u:%u %s (%s)\n", d.platform_index, d.device_index, d.device_name,
-                d.platform_name);
-    char buf[4096];
-    const char *dir = cache_dir(buf, sizeof buf);
-    DIR *listing = dir ? opendir(dir) : NULL;
-    bool cached = false;
-    for (struct dirent *e; listing && !cached && (e = readdir(listing));) cached = e->d_name[0] != '.';
-    if (listing) closedir(listing);
-    if (!dir)
-        fprintf(stderr, "linformer run: compiling the kernels (LINFORMER_CACHE_DIR=off: at every run)\n");
-    else if (!cached)
-        fprintf(stderr, "linformer run: compiling the kernels for the first run (up to a minute on a CPU); "
-                        "they are cached in %s for the next runs\n", dir);
 }
 
 static int compare_doubles(const void *a, const void *b)
@@ -330,6 +299,8 @@ int cmd_run(int argc, char **argv)
     if (rc) return rc == 1 ? 0 : rc;
     char msg[4096];
     const char *inputs[2] = {o.model, o.input};
+    const named_file output = {"--output", o.output}, named[2] = {{"--model", o.model}, {"--input", o.input}};
+    if (output_files_check(&output, 1, named, 2, msg, sizeof msg) != 0) return fail("%s", msg);
     output_file *out = o.output ? output_file_open(o.output, inputs, 2, msg, sizeof msg) : NULL;
     if (o.output && !out) return fail("%s", msg);
     lf_context *ctx = NULL;
@@ -338,7 +309,7 @@ int cmd_run(int argc, char **argv)
     if (st != LF_OK) {
         rc = fail("%s: %s", lf_status_string(st), msg);
     } else {
-        announce(ctx);
+        tool_announce("run", ctx);
         rc = run_is_layer_file(o.model, o.model_args.prefix) ? open_layer(ctx, &o, &r) : open_model(ctx, &o, &r);
         if (rc == 0) rc = run(ctx, &r, &o, &out);
     }

@@ -35,9 +35,6 @@ static int options(const run_model_args *a, lf_model_options *o)
 
 static void describe(lf_context *ctx, const lf_model_info *i)
 {
-    lf_device_info d;
-    if (lf_context_device_info(ctx, &d) == LF_OK)
-        fprintf(stderr, "linformer run: device %s (%s)\n", d.device_name, d.platform_name);
     fprintf(stderr, "linformer run: %s %s: %d layers, d_model %d, heads %d, d_ff %d", i->layout,
             lf_model_kind_name(i->kind), i->layers, i->d_model, i->heads, i->d_ff);
     if (i->vocab) fprintf(stderr, ", vocabulary %d", i->vocab);

@@ -1,10 +1,12 @@
 /* cmd_tune.c - `linformer tune`: search CLBlast's GEMM parameters for a device and keep them. */
-#include <getopt.h>
 #include <stdio.h>
-#include <stdlib.h>
+#include <string.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "linformer.h"
+
+#define MAX_SECONDS 86400.0
 
 static void usage(FILE *out)
 {
@@ -15,9 +17,12 @@ static void usage(FILE *out)
             "(default 300), and stores the winners in the kernel cache directory\n"
             "(LINFORMER_CACHE_DIR) under the device's name and driver version. Every\n"
             "later context on that device applies them; GEMMs run on CLBlast unless the\n"
-            "host BLAS is chosen (LINFORMER_GEMM, the default on CPU devices).\n\n"
+            "host BLAS is chosen (LINFORMER_GEMM, the default on CPU devices).\n"
+            "No step begins after S seconds, but the first measure of each kernel (which\n"
+            "compiles it) always runs; one that ends past the limit is said.\n\n"
             "  --device SEL   see `linformer devices --help`\n"
-            "  --seconds S    the time to search, > 0\n");
+            "  --seconds S    the time to search, 0.1 to %.0f\n",
+            MAX_SECONDS);
 }
 
 static void print_line(const char *line, void *user)
@@ -26,43 +31,27 @@ static void print_line(const char *line, void *user)
     fflush(user);
 }
 
+enum { O_DEVICE, O_SECONDS, O_HELP, O_COUNT };
+static const cli_option options[O_COUNT] = {{"device", true}, {"seconds", true}, {"help", false}};
+
 int cmd_tune(int argc, char **argv)
 {
-    static const struct option options[] = {
-        {"device", required_argument, NULL, 'd'},
-        {"seconds", required_argument, NULL, 's'},
-        {"help", no_argument, NULL, 'h'},
-        {0, 0, 0, 0},
-    };
-    const char *device = NULL;
-    double seconds = 300;
-    char *end = NULL;
-    optind = 1;
-    for (int c; (c = getopt_long(argc, argv, "h", options, NULL)) != -1;) {
-        if (c == 'd') {
-            device = optarg;
-        } else if (c == 's') {
-            seconds = strtod(optarg, &end);
-            if (*end || !(seconds > 0)) {
-                fprintf(stderr, "linformer tune: --seconds takes a number > 0, got \"%s\"\n", optarg);
-                return 2;
-            }
-        } else {
-            usage(c == 'h' ? stdout : stderr);
-            return c == 'h' ? 0 : 2;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "linformer tune: unexpected argument \"%s\"\n", argv[optind]);
-        return 2;
-    }
+    const char *v[O_COUNT];
     char msg[4096];
+    double seconds = 300;
+    if (cli_parse(argc, argv, options, O_COUNT, v, msg, sizeof msg) != 0 ||
+        (v[O_SECONDS] && cli_double("--seconds", v[O_SECONDS], 0.1, MAX_SECONDS, &seconds, msg, sizeof msg) != 0))
+        return cli_usage_error("tune", msg);
+    if (v[O_HELP]) return usage(stdout), 0;
     lf_context *ctx = NULL;
-    lf_status st = lf_context_create(device, &ctx, msg, sizeof msg);
+    lf_status st = lf_context_create(v[O_DEVICE], &ctx, msg, sizeof msg);
     if (st != LF_OK) {
         fprintf(stderr, "linformer tune: %s: %s\n", lf_status_string(st), msg);
         return 1;
     }
+    if (strcmp(lf_context_gemm_backend(ctx), "clblast") != 0)
+        printf("note: this device's GEMMs run on the host BLAS (LINFORMER_GEMM, the default on CPU devices): the\n"
+               "CLBlast parameters tuned here apply only where LINFORMER_GEMM=clblast\n");
     st = lf_gemm_tune(ctx, seconds, print_line, stdout);
     if (st != LF_OK) fprintf(stderr, "linformer tune: %s: %s\n", lf_status_string(st), lf_context_last_error(ctx));
     lf_context_free(ctx);

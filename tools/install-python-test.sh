@@ -1,12 +1,20 @@
 #!/bin/sh
-# What the checkpoint converter's test (tests/test_convert_checkpoint.py)
-# needs: PyTorch from Debian (python3-torch) and safetensors from the Python
-# package index, in a virtual environment build/pyenv that also sees Debian's
-# packages. The version is pinned here.
+# What the Python package's tests (tests/python) need, in a virtual
+# environment build/pyenv that also sees Debian's packages: PyTorch and numpy
+# from Debian (python3-torch, python3-numpy); from the Python package index,
+# each at the version pinned here, safetensors, pytest, lucidrains' linformer
+# (without its dependencies, so torch stays Debian's) and the build backend
+# of pyproject.toml with its dependencies.
 set -eu
 cd "$(dirname "$0")/.."
 SAFETENSORS_VERSION=0.8.0
-tools/install-packages.sh python3-torch python3-venv python3-pip
+PYTEST_VERSION=8.3.4
+LINFORMER_VERSION=0.2.3 # lucidrains' package, as tests/data/make_*_fixtures.py used it
+BUILD_BACKEND="scikit-build-core==0.10.7 packaging==24.2 pathspec==0.12.1"
+tools/install-packages.sh python3-torch python3-numpy python3-venv python3-pip
 [ -x build/pyenv/bin/python ] || /usr/bin/python3 -m venv --system-site-packages build/pyenv
-build/pyenv/bin/python -c "import safetensors" 2>/dev/null ||
-    build/pyenv/bin/python -m pip install -q "safetensors==$SAFETENSORS_VERSION" >&2
+pip="build/pyenv/bin/python -m pip install -q --disable-pip-version-check"
+build/pyenv/bin/python -c "import safetensors, pytest, scikit_build_core" 2>/dev/null ||
+    $pip "safetensors==$SAFETENSORS_VERSION" "pytest==$PYTEST_VERSION" $BUILD_BACKEND >&2
+build/pyenv/bin/python -c "import linformer" 2>/dev/null ||
+    $pip --no-deps "linformer==$LINFORMER_VERSION" >&2

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE /* fopencookie; realpath, fchown */
 #include "output_file.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -9,6 +10,9 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -81,22 +85,53 @@ static const char *same_as_input(const struct stat *st, const char *const *input
     return NULL;
 }
 
-/* An exclusive temporary ".NAME.XXXXXX" (mkostemp: O_EXCL, a random name) in the target's folder with `mode`. */
+/* ".BASE.PID.XXXXXX": the pid of the writer of a temporary of `base`, or 0 for another name. */
+static long temporary_pid(const char *name, const char *base)
+{
+    const size_t len = strlen(base);
+    if (name[0] != '.' || strncmp(name + 1, base, len) != 0 || name[len + 1] != '.') return 0;
+    char *end;
+    const long pid = strtol(name + len + 2, &end, 10);
+    return pid > 0 && *end == '.' && strlen(end + 1) == 6 ? pid : 0;
+}
+
+/* Removes the temporaries of `base` that a killed writer left in dir: no
+ * process has its pid here, and no one holds the lock every writer keeps on
+ * its temporary (a writer on another host of a shared folder). */
+static void sweep_stale(const char *dir, const char *base)
+{
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        const long pid = temporary_pid(e->d_name, base);
+        if (!pid || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        const int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        struct stat st;
+        if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && flock(fd, LOCK_EX | LOCK_NB) == 0)
+            unlinkat(dirfd(d), e->d_name, 0);
+        if (fd >= 0) close(fd);
+    }
+    if (d) closedir(d);
+}
+
+/* An exclusive temporary ".NAME.PID.XXXXXX" (mkostemp: O_EXCL, a random name)
+ * in the target's folder with `mode`, locked while this process (or gnuplot,
+ * which shares it) lives; stale ones of the same target are swept first. */
 static int make_temp(output_file *f, mode_t mode)
 {
     char *copy1 = strdup(f->target), *copy2 = strdup(f->target);
     int fd = -1;
     if (copy1 && copy2) {
         const char *dir = dirname(copy1), *base = basename(copy2);
-        size_t size = strlen(dir) + strlen(base) + 16;
+        size_t size = strlen(dir) + strlen(base) + 40;
+        sweep_stale(dir, base);
         if ((f->temp = malloc(size))) {
-            snprintf(f->temp, size, "%s/.%s.XXXXXX", dir, base);
+            snprintf(f->temp, size, "%s/.%s.%ld.XXXXXX", dir, base, (long)getpid());
             fd = mkostemp(f->temp, O_CLOEXEC); /* a child (gnuplot) gets only what it is handed */
         }
     }
     free(copy1);
     free(copy2);
-    if (fd >= 0 && fchmod(fd, mode) != 0) {
+    if (fd >= 0 && (fchmod(fd, mode) != 0 || flock(fd, LOCK_EX | LOCK_NB) != 0)) {
         close(fd);
         unlink(f->temp);
         fd = -1;
@@ -180,4 +215,80 @@ void output_file_abort(output_file *f)
     fclose(f->stream);
     if (f->temp) unlink(f->temp);
     discard(f);
+}
+
+/* ---- The check before any work ---- */
+
+/* What a path names: the file when it exists, else the path with its folder resolved. */
+typedef struct {
+    bool exists, regular;
+    dev_t dev;
+    ino_t ino;
+    char *where; /* malloc'd; NULL for a file that exists */
+} file_identity;
+
+static char *resolved_path(const char *path)
+{
+    char *copy1 = strdup(path), *copy2 = strdup(path), *dir = copy1 ? realpath(dirname(copy1), NULL) : NULL;
+    char *out = NULL;
+    if (dir && copy2) {
+        const char *base = basename(copy2);
+        const size_t size = strlen(dir) + strlen(base) + 2;
+        if ((out = malloc(size))) snprintf(out, size, "%s/%s", strcmp(dir, "/") ? dir : "", base);
+    }
+    free(copy1), free(copy2), free(dir);
+    return out ? out : strdup(path); /* a missing folder: the path as given (opening it fails later) */
+}
+
+static void identify(const char *path, file_identity *id)
+{
+    struct stat st;
+    if (!path) return;
+    if (stat(path, &st) == 0) {
+        *id = (file_identity){true, S_ISREG(st.st_mode), st.st_dev, st.st_ino, NULL};
+        return;
+    }
+    id->where = resolved_path(path);
+}
+
+static bool same_file(const file_identity *a, const file_identity *b)
+{
+    if (a->exists || b->exists) return a->exists && b->exists && a->dev == b->dev && a->ino == b->ino;
+    return a->where && b->where && strcmp(a->where, b->where) == 0;
+}
+
+/* The first clash of output i with an input or an earlier output; -1 with the message in err. */
+static int clash(size_t i, const named_file *outputs, const named_file *inputs, size_t nin, const file_identity *ids,
+                 size_t nout, char *err, size_t err_size)
+{
+    const named_file *o = &outputs[i];
+    for (size_t j = 0; j < nin; j++)
+        if (inputs[j].path && same_file(&ids[i], &ids[nout + j])) {
+            snprintf(err, err_size, "cannot write %s (%s): it is the input %s (%s)", o->path, o->role, inputs[j].path,
+                     inputs[j].role);
+            return -1;
+        }
+    const bool shareable = ids[i].exists && !ids[i].regular; /* /dev/null takes any number of writers */
+    for (size_t j = 0; j < i && !shareable; j++)
+        if (outputs[j].path && same_file(&ids[i], &ids[j])) {
+            snprintf(err, err_size, "%s (%s) and %s (%s) are the same file: one output would be lost",
+                     outputs[j].path, outputs[j].role, o->path, o->role);
+            return -1;
+        }
+    return 0;
+}
+
+int output_files_check(const named_file *outputs, size_t nout, const named_file *inputs, size_t nin, char *err,
+                       size_t err_size)
+{
+    file_identity *ids = calloc(nout + nin + 1, sizeof *ids);
+    if (!ids) return snprintf(err, err_size, "out of host memory"), -1;
+    for (size_t i = 0; i < nout; i++) identify(outputs[i].path, &ids[i]);
+    for (size_t i = 0; i < nin; i++) identify(inputs[i].path, &ids[nout + i]);
+    int rc = 0;
+    for (size_t i = 0; i < nout && rc == 0; i++)
+        if (outputs[i].path) rc = clash(i, outputs, inputs, nin, ids, nout, err, err_size);
+    for (size_t i = 0; i < nout + nin; i++) free(ids[i].where);
+    free(ids);
+    return rc;
 }

@@ -3,9 +3,11 @@
  * --json, --plot and the plot's data and script) goes through here.
  *
  * A regular file (or one a symlink points to) is replaced atomically: the data
- * goes to an exclusively created temporary beside it, is synced, and renamed
- * over it, so a reader sees the old file or the new one and a failed write
- * leaves the old one untouched. The existing file's mode is kept; a new file
+ * goes to an exclusively created temporary beside it (".NAME.PID.XXXXXX",
+ * locked while its writer lives), is synced, and renamed over it, so a reader
+ * sees the old file or the new one and a failed write leaves the old one
+ * untouched. The temporaries of NAME that a killed writer left are removed
+ * when NAME is next written. The existing file's mode is kept; a new file
  * gets 0666 less the umask. A symlink's target is replaced, not the link.
  * What is not a regular file (/dev/null, a FIFO, a terminal) is written to in
  * place, never replaced. A path that names one of the inputs (same device and
@@ -46,5 +48,21 @@ int output_file_commit(output_file *f, char *err, size_t err_size);
 
 /* Drops what was written (the temporary is removed) and frees f; NULL is fine. */
 void output_file_abort(output_file *f);
+
+/* A file a command names, with what it is for messages ("--csv", "the data of --plot"). */
+typedef struct {
+    const char *role;
+    const char *path; /* NULL: not given, skipped */
+} named_file;
+
+/*
+ * The check every command makes before any work: no output is an input, and
+ * no two outputs are one file (side files included). Files that exist are
+ * compared by device and inode (symlinks followed), others by their path
+ * with the folder resolved. Two outputs may share what is not a regular file
+ * (/dev/null). Returns 0, or -1 with a message in err naming both.
+ */
+int output_files_check(const named_file *outputs, size_t nout, const named_file *inputs, size_t nin, char *err,
+                       size_t err_size);
 
 #endif

@@ -3,13 +3,27 @@
 
 #include <lapacke.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_memory.h"
+#include "bench_progress.h"
 #include "cli.h"
 
 const double rank_levels[RANK_LEVELS] = {0.90, 0.95, 0.99};
+
+/* A note on `log`, on a line of its own below the progress bar, if any. */
+static void note(const rank_results *r, FILE *log, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void note(const rank_results *r, FILE *log, const char *fmt, ...)
+{
+    if (r->progress) bench_progress_clear(r->progress);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(log, fmt, ap);
+    va_end(ap);
+}
 
 /* ---- The numbers ---- */
 
@@ -148,7 +162,7 @@ lf_status rank_load_sweep(rank_layer *layer, const rank_source *src, uint64_t se
         o.k = r->k[i] == layer->model_k ? 0 : r->k[i];
         o.projection = o.k ? LF_PROJ_RANDOM : LF_PROJ_LEARNED;
         if (load(layer->ctx, src, &o, &layer->at_k[i]) != LF_OK)
-            fprintf(log, "linformer rank: note: Linformer with k = %d cannot run on layer %d (%s); its errors are left "
+            note(r, log, "linformer rank: note: Linformer with k = %d cannot run on layer %d (%s); its errors are left "
                     "empty\n", r->k[i], src->index, lf_context_last_error(layer->ctx));
     }
     return LF_OK;
@@ -184,6 +198,7 @@ typedef struct {
     float *p, *outputs;
     double *sigma;
     int n, width, d_head;
+    bool not_finite; /* P was not: the sequence is skipped, the run goes on */
     char *err; /* where a failure of our own is described */
     size_t err_size;
 } sequence_work;
@@ -212,6 +227,13 @@ static lf_status head_outputs(const rank_layer *L, const float *x, const rank_re
     return st;
 }
 
+static bool all_finite(const float *x, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        if (!isfinite(x[i])) return false;
+    return true;
+}
+
 /* One row: P of `head` from the device (unless w->p holds it already), its spectrum and k-levels, the errors. */
 static lf_status measure_head(const rank_layer *L, const float *x, int head, bool have_p, sequence_work *w,
                               rank_row *row, const rank_results *r)
@@ -219,9 +241,13 @@ static lf_status measure_head(const rank_layer *L, const float *x, int head, boo
     const int n = w->n;
     lf_status st = have_p ? LF_OK : lf_attention_probabilities(L->exact, x, w->p, n, head);
     if (st != LF_OK) return st;
+    if ((w->not_finite = !all_finite(w->p, (size_t)n * n))) {
+        snprintf(w->err, w->err_size, "head %d's attention matrix is not finite (NaN or inf)", head);
+        return LF_ERR_UNSUPPORTED;
+    }
     if (rank_singular_values(w->p, n, w->sigma) != 0) {
         snprintf(w->err, w->err_size, "the SVD of head %d's %d x %d attention matrix failed (out of host memory, "
-                 "or P is not finite)", head, n, n);
+                 "or LAPACK did not converge)", head, n, n);
         return LF_ERR_UNSUPPORTED;
     }
     rank_cumulative(w->sigma, n, row->cumulative);
@@ -233,6 +259,13 @@ static lf_status measure_head(const rank_layer *L, const float *x, int head, boo
     return LF_OK;
 }
 
+/* Drops the rows from `first` on (a sequence skipped halfway) and counts the skip. */
+static void skip_rows(rank_results *r, size_t first)
+{
+    while (r->count > first) free(r->rows[--r->count].cumulative);
+    r->skipped++;
+}
+
 static lf_status measure_sequence(const rank_layer *L, int layer_index, int seq, const float *x, int n,
                                   rank_results *r, FILE *log, char *err, size_t err_size)
 {
@@ -240,8 +273,26 @@ static lf_status measure_sequence(const rank_layer *L, int layer_index, int seq,
     sequence_work w;
     lf_status st = lf_attention_config_get(L->exact, &cfg);
     if (st != LF_OK) return st;
+    if (!all_finite(x, (size_t)n * cfg.d_model)) { /* one bad sequence does not end the run */
+        note(r, log, "linformer rank: layer %d, sequence %d: its input is not finite (NaN or inf); skipped\n",
+                layer_index, seq);
+        r->skipped++;
+        return LF_OK;
+    }
+    /* P in floats, its double copy for the SVD, the head outputs: checked before allocating (a lazily
+     * granted malloc would be killed as it fills) */
+    const double need = (double)n * n * (sizeof(float) + sizeof(double)) +
+                        (double)(r->ks + 1) * n * cfg.heads * cfg.d_head * sizeof(float) + 16.0 * n * sizeof(double),
+                 available = bench_host_available();
+    if (need > available) {
+        note(r, log, "linformer rank: sequence %d (n = %d): its %d x %d matrix, the SVD's copy and the head outputs "
+             "need %.2f GiB of host memory, %.2f GiB is available; skipped\n", seq, n, n, n, need / (1 << 30),
+             available / (1 << 30));
+        r->skipped++;
+        return LF_OK;
+    }
     if (work_alloc(&w, &cfg, n, r->ks, err, err_size) != 0) {
-        fprintf(log, "linformer rank: sequence %d (n = %d): out of host memory for its %d x %d matrix; skipped\n", seq,
+        note(r, log, "linformer rank: sequence %d (n = %d): out of host memory for its %d x %d matrix; skipped\n", seq,
                 n, n, n);
         r->skipped++;
         return LF_OK;
@@ -250,17 +301,30 @@ static lf_status measure_sequence(const rank_layer *L, int layer_index, int seq,
     st = lf_attention_probabilities(L->exact, x, w.p, n, 0);
     if (st == LF_OK) st = head_outputs(L, x, r, &w);
     if (st == LF_ERR_OUT_OF_MEMORY) {
-        fprintf(log, "linformer rank: sequence %d (n = %d) skipped: %s\n", seq, n,
+        note(r, log, "linformer rank: sequence %d (n = %d) skipped: %s\n", seq, n,
                 lf_context_last_error(L->ctx));
         r->skipped++;
         work_free(&w);
         return LF_OK;
     }
+    const size_t first = r->count;
     for (int h = 0; h < cfg.heads && st == LF_OK; h++) {
         rank_row *row = add_row(r, n);
         if (!row) st = LF_ERR_OUT_OF_MEMORY, snprintf(err, err_size, "out of host memory for the results");
-        else *row = (rank_row){.seq = seq, .layer = layer_index, .head = h, .n = n, .cumulative = row->cumulative};
+        else *row = (rank_row){.seq = seq, .layer = layer_index, .head = h, .n = n, .own_k = L->model_k,
+                               .cumulative = row->cumulative};
         if (st == LF_OK) st = measure_head(L, x, h, h == 0, &w, row, r);
+        if (st == LF_OK && r->progress) {
+            char step[96];
+            snprintf(step, sizeof step, "layer %d head %d sequence %d", layer_index, h, seq);
+            bench_progress_tick(r->progress, step);
+        }
+    }
+    if (w.not_finite) { /* this sequence only */
+        note(r, log, "linformer rank: layer %d, sequence %d: %s; skipped\n", layer_index, seq, err);
+        skip_rows(r, first);
+        err[0] = '\0';
+        st = LF_OK;
     }
     work_free(&w);
     return st;
@@ -274,7 +338,7 @@ lf_status rank_measure_layer(const rank_layer *layer, int layer_index, const flo
     lf_status st = lf_attention_config_get(layer->exact, &cfg);
     for (int s = 0; s < batch && st == LF_OK; s++) {
         const int len = lengths ? lengths[s] : n;
-        if (len == 0) fprintf(log, "linformer rank: sequence %d has length 0: nothing to measure\n", s);
+        if (len == 0) note(r, log, "linformer rank: sequence %d has length 0: nothing to measure\n", s);
         else st = measure_sequence(layer, layer_index, s, x + (size_t)s * n * cfg.d_model, len, r, log, err, err_size);
     }
     /* A failure of the library's own is described by its context. */

@@ -31,6 +31,7 @@ extern const double rank_levels[RANK_LEVELS];
 typedef struct {
     int seq, layer, head, n;
     int k_at[RANK_LEVELS];   /* k90, k95, k99 */
+    int own_k;               /* the k of the layer's own E and F (0 when unknown) */
     double err[RANK_MAX_K];  /* per k of the sweep; NaN where that k could not run */
     double *cumulative;      /* c_1 .. c_n (owned) */
 } rank_row;
@@ -40,7 +41,8 @@ typedef struct {
     int ks;
     rank_row *rows;
     size_t count, capacity;
-    int skipped; /* sequences too long for an n x n matrix (device budget or host memory) */
+    struct bench_progress *progress; /* a bar on a terminal (bench_progress.h), or NULL */
+    int skipped; /* sequences too long for an n x n matrix (device budget or host memory), or not finite */
 } rank_results;
 
 /* The layers one measurement compares: the exact one gives P and the exact head
@@ -115,7 +117,7 @@ void rank_results_free(rank_results *r);
 /* Per layer and head, means over the measured sequences. */
 void rank_print_table(FILE *out, const rank_results *r);
 
-/* seq,layer,head,n,k90,k95,k99,err_k<K>...: one row per sequence, layer and head. */
+/* seq,layer,head,n,k90,k95,k99,own_k,err_k<K>...: one row per sequence, layer and head. */
 void rank_write_csv(FILE *out, const rank_results *r);
 
 /* The figure's data: one block per layer and head ("r mean_c_r" rows, title

@@ -8,9 +8,13 @@ int rank_plot_finish(bench_plot_files *f, const rank_results *r, char *err, size
 {
     int layers = 0, heads = 0;
     const int blocks = rank_plot_data(output_file_stream(f->data), r, &layers, &heads);
-    char nlayers[16], nheads[16];
+    int max_n = 1; /* the heat map's colours span 0 .. n, so that close values look close */
+    for (size_t i = 0; i < r->count; i++)
+        if (r->rows[i].n > max_n) max_n = r->rows[i].n;
+    char nlayers[16], nheads[16], n[16];
     snprintf(nlayers, sizeof nlayers, "%d", layers);
     snprintf(nheads, sizeof nheads, "%d", heads);
-    char *extra[] = {nlayers, nheads, NULL};
+    snprintf(n, sizeof n, "%d", max_n);
+    char *extra[] = {nlayers, nheads, n, NULL};
     return bench_plot_draw(f, "rank.gp", blocks, "no sequence was measured", extra, err, err_size);
 }

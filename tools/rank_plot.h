@@ -1,7 +1,8 @@
 /* rank_plot.h - `linformer rank --plot FILE`: FILE (png, svg or pdf), its data
- * FILE.dat and its script FILE.gp, drawn by gnuplot as one figure: left the
- * normalised cumulative spectra (one curve per layer and head, as the paper's
- * Figure 1), right a heat map of the mean k90 over layers and heads. */
+ * FILE.dat and its script FILE.gp (for r.png: r.png.dat, r.png.gp), drawn by
+ * gnuplot as one figure: left the normalised cumulative spectra (one curve
+ * per layer and head, as the paper's Figure 1), right a heat map of the mean
+ * k90 over layers and heads, its colours from 0 to n. */
 #ifndef LF_RANK_PLOT_H
 #define LF_RANK_PLOT_H
 

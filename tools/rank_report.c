@@ -16,7 +16,7 @@ static void grid(const rank_results *r, int *layers, int *heads)
 
 /* Means over the sequences of one layer and head; errors over the finite ones. */
 typedef struct {
-    int seqs, max_n;
+    int seqs, max_n, own_k;
     double n, k_at[RANK_LEVELS], share[RANK_LEVELS], err[RANK_MAX_K];
 } group_mean;
 
@@ -28,6 +28,7 @@ static group_mean mean_of(const rank_results *r, int layer, int head)
         const rank_row *row = &r->rows[i];
         if (row->layer != layer || row->head != head) continue;
         g.seqs++;
+        g.own_k = row->own_k;
         g.n += row->n;
         if (row->n > g.max_n) g.max_n = row->n;
         for (int l = 0; l < RANK_LEVELS; l++) g.k_at[l] += row->k_at[l], g.share[l] += (double)row->k_at[l] / row->n;
@@ -56,22 +57,24 @@ void rank_print_table(FILE *out, const rank_results *r)
             for (int v = 0; v < RANK_LEVELS; v++) fprintf(out, " %7.1f (%5.1f%%)", g.k_at[v], 100 * g.share[v]);
             fprintf(out, " |%12s", ""); /* under " error at k:" */
             for (int j = 0; j < r->ks; j++)
-                if (isfinite(g.err[j])) fprintf(out, " %9.3g", g.err[j]);
+                if (isfinite(g.err[j])) fprintf(out, r->k[j] == g.own_k ? " %8.3g*" : " %9.3g", g.err[j]);
                 else fprintf(out, " %9s", "-"); /* that k could not run */
             fputc('\n', out);
         }
-    if (r->skipped) fprintf(out, "(%d sequence(s) skipped: too long for an n x n matrix, see above)\n", r->skipped);
+    fprintf(out, "(*: the layer's own E and F at its own k; every other k uses seeded random ones)\n");
+    if (r->skipped) fprintf(out, "(%d sequence(s) skipped: too long for an n x n matrix, or not finite; see above)\n",
+                            r->skipped);
 }
 
 void rank_write_csv(FILE *out, const rank_results *r)
 {
-    fprintf(out, "seq,layer,head,n,k90,k95,k99");
+    fprintf(out, "seq,layer,head,n,k90,k95,k99,own_k");
     for (int j = 0; j < r->ks; j++) fprintf(out, ",err_k%d", r->k[j]);
     fputc('\n', out);
     for (size_t i = 0; i < r->count; i++) {
         const rank_row *row = &r->rows[i];
-        fprintf(out, "%d,%d,%d,%d,%d,%d,%d", row->seq, row->layer, row->head, row->n, row->k_at[0], row->k_at[1],
-                row->k_at[2]);
+        fprintf(out, "%d,%d,%d,%d,%d,%d,%d,%d", row->seq, row->layer, row->head, row->n, row->k_at[0], row->k_at[1],
+                row->k_at[2], row->own_k);
         for (int j = 0; j < r->ks; j++) {
             fputc(',', out);
             if (isfinite(row->err[j])) fprintf(out, "%.6g", row->err[j]); /* empty: that k could not run */

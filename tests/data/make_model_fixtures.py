@@ -3,29 +3,28 @@
 
 Each fixture is a small random model from lucidrains' `linformer` package
 (Linformer or LinformerLM), saved with torch.save as its state dict and turned
-into NAME.model.safetensors by tools/convert_checkpoint.py, with one forward
+into NAME.model.safetensors by python -m linformer_cl.convert, with one forward
 of it in NAME.io.safetensors: the input (x f32, or tokens i64), lengths when
 the batch mixes lengths, and y as PyTorch computed it in eval mode, in
 float64 from the float32 weights the file holds. A sequence of a mixed batch
 runs alone at its own length, as PyTorch has no padding mask; rows past a
 length are 0.
 
-Needs torch (Debian's python3-torch), safetensors and
-`pip install --no-deps linformer`. The files are committed, so the tests
-need no PyTorch. Run from anywhere; the files land in models/ beside this script.
+Needs torch (Debian's python3-torch), safetensors, the package linformer_cl
+(`pip install .`) and `pip install --no-deps linformer==0.2.3`. The files
+are committed, so the tests need no PyTorch. Run from anywhere; the files land in models/ beside this script.
 """
 import copy
 import os
-import sys
 import tempfile
 
 import torch
 from linformer import Linformer, LinformerLM
 from safetensors.torch import save_file
 
+from linformer_cl import convert
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
-import convert_checkpoint  # noqa: E402
 
 OUT = os.path.join(HERE, "models")
 
@@ -72,7 +71,7 @@ def write(index, name, cls, args, batch, n, lengths):
     with tempfile.TemporaryDirectory() as tmp:
         ckpt = os.path.join(tmp, "model.pt")
         torch.save(model.state_dict(), ckpt)
-        rc = convert_checkpoint.main([ckpt, os.path.join(OUT, f"{name}.model.safetensors"),
+        rc = convert.main([ckpt, os.path.join(OUT, f"{name}.model.safetensors"),
                                       "--heads", str(args["heads"])])
         assert rc == 0, name
     io = {"tokens" if lm else "x": inputs.contiguous(), "y": y.float().contiguous()}

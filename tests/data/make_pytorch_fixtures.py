@@ -6,8 +6,8 @@ attention (the n x n scores masked above the diagonal), the reference of the
 library's causal dense and flash modes.
 
 Each fixture is a LinformerSelfAttention from lucidrains' `linformer` package
-(pip install torch linformer safetensors), saved as its state dict
-(NAME.model.safetensors, __metadata__ "heads") and one forward of it
+(with torch, safetensors and `pip install --no-deps linformer==0.2.3`), saved
+as its state dict (NAME.model.safetensors, __metadata__ "heads") and one forward of it
 (NAME.io.safetensors: x, and y as PyTorch computed it, in eval mode).
 Run from anywhere; the files land beside this script. They are committed, so
 the tests need no PyTorch.

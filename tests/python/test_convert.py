@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tools/convert_checkpoint.py on real checkpoints written by torch.save.
+"""python -m linformer_cl.convert on real checkpoints written by torch.save.
 
 A fairseq-style checkpoint (its "model" state dict with every layer naming
 the one layerwise compress_layer as its compress_k, and its "args") converts
@@ -7,7 +7,8 @@ to one copy of the projection with the config in __metadata__, and
 `linformer run` serves the result; a lucidrains state dict under a prefix
 converts with --prefix; contradicting flags, a missing head count and a file
 that is no checkpoint are errors with a clear message.
-Run by CTest where PyTorch and safetensors are installed (LF_TOOL_PATH: the program).
+Hostile and careless checkpoints are in test_convert_safety.py.
+LF_TOOL_PATH names the program (default: the build's).
 """
 import argparse
 import os
@@ -16,14 +17,15 @@ import sys
 import tempfile
 import unittest
 
-import torch
-from torch import nn
-from safetensors import safe_open
-from safetensors.torch import save_file
+import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-CONVERT = os.path.join(HERE, "..", "tools", "convert_checkpoint.py")
-TOOL = os.environ.get("LF_TOOL_PATH")
+torch = pytest.importorskip("torch")
+pytest.importorskip("safetensors")
+from torch import nn  # noqa: E402
+from safetensors import safe_open  # noqa: E402
+from safetensors.torch import save_file  # noqa: E402
+
+from conftest import TOOL  # noqa: E402
 
 
 class Attention(nn.Module):
@@ -51,7 +53,7 @@ class SentenceEncoder(nn.Module):
 
 
 def run(*args):
-    return subprocess.run([sys.executable, CONVERT, *args], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "linformer_cl.convert", *args], capture_output=True, text=True)
 
 
 class Convert(unittest.TestCase):
@@ -118,9 +120,6 @@ class Convert(unittest.TestCase):
             f.write(b"not a checkpoint")
         r = run(self.path("junk.pt"), self.path("out.safetensors"), "--heads", "2")
         self.assertEqual(r.returncode, 1)
-        self.assertTrue(r.stderr.startswith("convert_checkpoint: "), r.stderr)
+        self.assertTrue(r.stderr.startswith("linformer_cl.convert: "), r.stderr)
         self.assertNotIn("Traceback", r.stderr)
 
-
-if __name__ == "__main__":
-    unittest.main()

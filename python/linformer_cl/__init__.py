@@ -1,0 +1,19 @@
+"""Linformer attention and Linformer models on any OpenCL device, through the C library linformer.
+
+    import linformer_cl
+    model = linformer_cl.load("model.safetensors", device="pocl")
+    y = model(x)                       # x float32 [batch, n, d_model] -> y
+"""
+from ._context import Device, devices
+from ._native import lib as _lib
+from .errors import (ArgumentError, BlasError, BuildError, Error, FileError, FormatError, NoDeviceError,
+                     OpenCLError, OutOfMemoryError, StateError, UnsupportedError)
+from .from_torch import from_torch
+from .load import load
+from .model import DeviceBytes, Model, ModelInfo, StageTime
+
+__version__ = _lib.lf_version_string().decode()
+
+__all__ = ["Device", "devices", "load", "from_torch", "Model", "ModelInfo", "DeviceBytes", "StageTime", "Error",
+           "ArgumentError", "NoDeviceError", "OutOfMemoryError", "OpenCLError", "BuildError", "BlasError",
+           "FileError", "FormatError", "StateError", "UnsupportedError"]

@@ -1,0 +1,90 @@
+"""Devices and contexts: what device= picks, and the lf_context a model runs on."""
+import ctypes
+import os
+from dataclasses import dataclass
+
+from . import _native as n
+from .errors import raise_for
+
+ERRBUF = 4096
+TYPES = {1: "gpu", 2: "cpu", 4: "accelerator", 8: "other"}
+
+
+def text(b):
+    return b.decode("utf-8", "replace") if b is not None else ""
+
+
+def call_with_errbuf(fn, *args):
+    """Calls a function whose last two arguments are an error buffer; raises its status."""
+    buf = ctypes.create_string_buffer(ERRBUF)
+    raise_for(fn(*args, buf, ERRBUF), text(buf.value))
+
+
+def selector_bytes(device):
+    """device= as the library takes it: None = LINFORMER_DEVICE or the default."""
+    if device is None:
+        return None
+    if isinstance(device, Device):
+        device = device.selector
+    if not isinstance(device, str):
+        raise TypeError(f"device must be a selector string, a Device or None, not {type(device).__name__}")
+    return device.encode()
+
+
+@dataclass(frozen=True)
+class Device:
+    """One OpenCL device; `selector` picks exactly it wherever device= is taken."""
+    selector: str
+    platform: str
+    name: str
+    type: str
+    default: bool
+    vendor: str
+    driver_version: str
+    global_mem_bytes: int
+    compute_units: int
+
+
+def _device_infos():
+    count = ctypes.c_size_t(0)
+    call_with_errbuf(n.lib.lf_devices_list, None, 0, ctypes.byref(count))
+    infos = (n.DeviceInfo * max(count.value, 1))()
+    call_with_errbuf(n.lib.lf_devices_list, infos, count.value, ctypes.byref(count))
+    return infos, count.value
+
+
+def devices():
+    """Every device of every platform; `default` marks the one device=None opens."""
+    infos, count = _device_infos()
+    if count == 0:
+        return []
+    chosen = ctypes.c_size_t(0)
+    env = os.environ.get("LINFORMER_DEVICE")
+    picked = n.lib.lf_devices_select(env.encode() if env else None, infos, count, ctypes.byref(chosen), None, 0)
+    default = chosen.value if picked == 0 else None  # a LINFORMER_DEVICE that matches nothing marks none
+    return [Device(selector=f"{d.platform_index}:{d.device_index}", platform=text(d.platform_name),
+                   name=text(d.device_name), type=TYPES.get(d.type, "other"), default=i == default,
+                   vendor=text(d.vendor), driver_version=text(d.driver_version),
+                   global_mem_bytes=d.global_mem_bytes, compute_units=d.compute_units)
+            for i, d in enumerate(infos[:count])]
+
+
+class Context:
+    """An lf_context: one per model, so models on different threads run at once."""
+
+    def __init__(self, device=None):
+        self.handle = n.handle()
+        call_with_errbuf(n.lib.lf_context_create, selector_bytes(device), ctypes.byref(self.handle))
+        info = n.DeviceInfo()
+        n.lib.lf_context_device_info(self.handle, ctypes.byref(info))
+        self.device = text(info.device_name)
+
+    def check(self, code):
+        """Raises the exception of a status returned by a call on this context."""
+        if code:
+            raise_for(code, text(n.lib.lf_context_last_error(self.handle)))
+
+    def close(self):
+        if self.handle:
+            n.lib.lf_context_free(self.handle)
+            self.handle = n.handle()

@@ -1,0 +1,185 @@
+"""Turns a PyTorch checkpoint into a safetensors file that `linformer run` and linformer_cl.load() read.
+
+    python -m linformer_cl.convert model.pt model.safetensors --heads 8
+
+The checkpoint is a state dict saved with torch.save (lucidrains' Linformer,
+LinformerLM or LinformerSelfAttention), a dict holding one under
+"state_dict", or a fairseq checkpoint (its "model" state dict and its "args"
+or "cfg"). It is read without running its pickle's code (checkpoint.py).
+What the shapes cannot say goes into the file's __metadata__: "heads",
+"activation", "norm", and for fairseq "padding_idx". A value given on the
+command line that contradicts the checkpoint's own config is an error.
+
+Every tensor keeps its name, tied ones (a LinformerLM's token_emb and
+to_logits, fairseq's embed_tokens and lm_head) included; only fairseq's
+layerwise compress_layer, which every layer also names as its compress_k, is
+written once. The output is written whole or not at all, never over the input.
+Needs torch and safetensors.
+"""
+import argparse
+import os
+import pickle
+import sys
+import tempfile
+
+ACTIVATIONS = {"gelu": "gelu", "gelu_accurate": "gelu_tanh", "gelu_fast": "gelu_tanh", "gelu_tanh": "gelu_tanh",
+               "relu": "relu"}
+DROPPED_SUFFIXES = (".version", "._float_tensor")  # fairseq's bookkeeping buffers, not weights
+LAYERWISE = "compress_layer.weight"
+LAYERWISE_ALIASES = ("self_attn.compress_k.weight", "self_attn.compress_v.weight")
+READABLE = ("float32", "float16", "bfloat16", "float64", "int32", "int64")  # what the library reads
+
+
+class ConvertError(Exception):
+    pass
+
+
+def fairseq_config(ckpt):
+    """heads, activation, norm, padding_idx from a fairseq checkpoint's args or cfg (None where absent)."""
+    args = ckpt.get("args")
+    if args is not None:
+        get = lambda key: getattr(args, key, None)
+    else:
+        cfg = ckpt.get("cfg") or {}
+        model = cfg.get("model") if hasattr(cfg, "get") else None
+        get = (lambda key: model.get(key)) if model is not None else (lambda key: None)
+    before = get("encoder_normalize_before")
+    return {"heads": get("encoder_attention_heads"), "activation": get("activation_fn"),
+            "norm": None if before is None else ("pre" if before else "post"), "padding_idx": 1}
+
+
+def read_checkpoint(path):
+    """The state dict and the config the checkpoint itself states."""
+    from . import checkpoint
+    try:
+        ckpt = checkpoint.read(path)
+    except checkpoint.UnsafeCheckpoint as e:
+        raise ConvertError(f"{path}: {e}") from None
+    if not isinstance(ckpt, dict):
+        raise ConvertError(f"{path}: holds a {type(ckpt).__name__}, expected a state dict or a checkpoint dict")
+    if "model" in ckpt and isinstance(ckpt["model"], dict) and ("args" in ckpt or "cfg" in ckpt):
+        return ckpt["model"], fairseq_config(ckpt)
+    if "state_dict" in ckpt and isinstance(ckpt["state_dict"], dict):
+        return ckpt["state_dict"], {}
+    return ckpt, {}
+
+
+def select(state, prefix):
+    """The tensors under prefix (stripped), less fairseq's bookkeeping buffers; every name checked."""
+    import torch
+    out = {}
+    for name, value in state.items():
+        if not isinstance(name, str):
+            raise ConvertError(f"the state dict has a key that is not a string: {name!r}")
+        if not torch.is_tensor(value) or not name.startswith(prefix) or name.endswith(DROPPED_SUFFIXES):
+            continue
+        short = name[len(prefix):]
+        if short == "__metadata__":
+            raise ConvertError("a tensor is named \"__metadata__\", the name safetensors keeps for its metadata")
+        if str(value.dtype).replace("torch.", "") not in READABLE:
+            raise ConvertError(f"tensor \"{name}\" is {value.dtype}; the library reads {', '.join(READABLE)}")
+        out[short] = value
+    if not out:
+        raise ConvertError(f"no tensors under prefix \"{prefix}\"")
+    return out
+
+
+def drop_layerwise_aliases(state):
+    """Every tensor as its own copy, less the per-layer names of fairseq's one layerwise projection."""
+    shared = {state[n].data_ptr() for n in state if n.endswith(LAYERWISE) and state[n].numel()}
+    return {name: t.contiguous().clone() for name, t in state.items()
+            if not (name.endswith(LAYERWISE_ALIASES) and t.numel() and t.data_ptr() in shared)}
+
+
+def merge(flag_name, given, from_checkpoint):
+    if given is not None and from_checkpoint is not None and str(given) != str(from_checkpoint):
+        raise ConvertError(f"--{flag_name} {given} was given but the checkpoint says {from_checkpoint}")
+    return given if given is not None else from_checkpoint
+
+
+def metadata(args, config, state):
+    heads = merge("heads", args.heads, config.get("heads"))
+    if heads is None:
+        raise ConvertError("the head count is not in the checkpoint: give --heads")
+    if int(heads) < 1:
+        raise ConvertError(f"the checkpoint's head count {heads} is not positive")
+    act = config.get("activation")
+    if act is not None and act not in ACTIVATIONS:
+        raise ConvertError(f"activation \"{act}\" of the checkpoint is not supported ({', '.join(ACTIVATIONS)})")
+    act = merge("activation", args.activation, ACTIVATIONS.get(act, act) if act else None)
+    norm = merge("norm", args.norm, config.get("norm"))
+    meta = {"heads": str(int(heads)), "format": "linformer-model"}
+    if act:
+        meta["activation"] = act
+    if norm:
+        meta["norm"] = norm
+    if config.get("padding_idx") is not None:
+        meta["padding_idx"] = str(config["padding_idx"])
+    q = [t for n, t in state.items() if n.endswith(("to_q.weight", "q_proj.weight"))]
+    if q and q[0].shape[0] % int(heads):
+        raise ConvertError(f"{q[0].shape[0]} query rows do not split into {heads} heads")
+    return meta
+
+
+def write(state, path, meta):
+    """Writes the file whole beside its place, then renames it there."""
+    from safetensors.torch import save_file
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=folder)
+    os.close(fd)
+    try:
+        save_file(state, tmp, metadata=meta)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def positive(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def parse(argv):
+    p = argparse.ArgumentParser(prog="python -m linformer_cl.convert", description=__doc__.split("\n")[0])
+    p.add_argument("checkpoint")
+    p.add_argument("output")
+    p.add_argument("--heads", type=positive)
+    p.add_argument("--activation", choices=sorted(set(ACTIVATIONS.values())))
+    p.add_argument("--norm", choices=["pre", "post"])
+    p.add_argument("--prefix", default="", help="convert only the tensors under this prefix (stripped)")
+    return p.parse_args(argv)
+
+
+def convert(args):
+    if os.path.exists(args.output) and os.path.exists(args.checkpoint) and \
+            os.path.samefile(args.checkpoint, args.output):
+        raise ConvertError(f"{args.output} is the checkpoint itself: give another output")
+    state, config = read_checkpoint(args.checkpoint)
+    state = drop_layerwise_aliases(select(state, args.prefix))
+    meta = metadata(args, config, state)
+    write(state, args.output, meta)
+    return state, meta
+
+
+def main(argv=None):
+    args = parse(argv)
+    try:
+        import safetensors.torch  # noqa: F401
+        import torch  # noqa: F401
+    except ImportError as e:
+        print(f"linformer_cl.convert: needs torch and safetensors ({e})", file=sys.stderr)
+        return 1
+    try:
+        state, meta = convert(args)
+    except (ConvertError, OSError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError) as e:
+        print(f"linformer_cl.convert: {e}", file=sys.stderr)
+        return 1
+    print(f"{args.output}: {len(state)} tensors, {meta}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

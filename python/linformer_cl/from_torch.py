@@ -1,0 +1,114 @@
+"""from_torch(): a lucidrains module built in memory through the C API, no file.
+
+The configs come from what the module says (heads, dim_head, seq_len, k,
+share_kv, its Linear layers); every tensor then goes through the shaped
+setters, so a tensor whose shape differs from the config is an error naming
+both. Where each tensor goes is in layouts.py; fairseq's state dicts are
+read in from_fairseq.py.
+"""
+import ctypes
+
+from . import _native as n
+from ._build import ENCODER, GELU, GELU_TANH, LM, NORM_PRE, RELU, SHARE_HEADWISE, SHARE_KV, build_stack
+from ._build import closed_on_error, set_weights
+from ._context import Context
+from .errors import ArgumentError, UnsupportedError
+from .layouts import LUCIDRAINS_ATTENTION, LUCIDRAINS_BLOCK, LUCIDRAINS_LM
+from .load import layer_info
+from .model import Model
+
+
+def attention_config(att):
+    """The lf_attention_config of a LinformerSelfAttention, from its attributes and Linear layers."""
+    d_model, dh, heads = att.to_q.in_features, att.dim_head, att.heads
+    kv_rows = att.to_k.out_features
+    if kv_rows not in (dh, dh * heads) or att.to_q.out_features != dh * heads:
+        raise ArgumentError(f"to_q has {att.to_q.out_features} rows and to_k {kv_rows}: "
+                            f"neither {heads} heads of {dh} nor one key/value head")
+    cfg = n.AttentionConfig()
+    n.lib.lf_attention_config_init(ctypes.byref(cfg), d_model, heads, att.seq_len, att.k)
+    cfg.d_head, cfg.kv_heads = dh, heads if kv_rows == dh * heads else 1
+    cfg.bias_q, cfg.bias_k = att.to_q.bias is not None, att.to_k.bias is not None
+    cfg.bias_v = not att.share_kv and att.to_v.bias is not None
+    cfg.bias_out = att.to_out.bias is not None
+    cfg.share_kv, cfg.sharing = int(att.share_kv), SHARE_KV if att.share_kv else SHARE_HEADWISE
+    return cfg
+
+
+def _activation(act):
+    kind = type(act).__name__
+    if kind == "GELU":
+        return GELU_TANH if getattr(act, "approximate", "none") == "tanh" else GELU
+    if kind in ("GELU_", "ReLU"):
+        return GELU_TANH if kind == "GELU_" else RELU
+    raise UnsupportedError(f"activation {kind} is not supported (GELU, the tanh GELU, ReLU)")
+
+
+def _blocks(linformer):
+    if type(linformer.net).__name__ == "ReversibleSequence":
+        raise UnsupportedError("a reversible Linformer (reversible=True) is not supported")
+    return [(block[0].fn, block[1].fn, block[0].norm, block[1].norm) for block in linformer.net.layers]
+
+
+def model_config(linformer, lm=None):
+    """The lf_model_config of a Linformer (or the LinformerLM holding it) and its layers' attention configs."""
+    blocks = _blocks(linformer)
+    att, ff, norm, _ = blocks[0]
+    vocab = lm.token_emb.num_embeddings if lm is not None else 0
+    cfg = n.ModelConfig()
+    n.lib.lf_model_config_init(ctypes.byref(cfg), LM if lm is not None else ENCODER, len(blocks),
+                               att.to_q.in_features, ff.w2.in_features, vocab)
+    cfg.norm, cfg.activation, cfg.glu = NORM_PRE, _activation(ff.act), int(ff.glu)
+    cfg.bias_ff1, cfg.bias_ff2, cfg.eps = ff.w1.bias is not None, ff.w2.bias is not None, norm.eps
+    for i, (_, f, n1, n2) in enumerate(blocks):
+        if (n1.eps, n2.eps, f.glu, type(f.act)) != (norm.eps, norm.eps, ff.glu, type(ff.act)):
+            raise UnsupportedError(f"layer {i}'s norms or feed-forward differ from layer 0's")
+    if lm is not None:
+        cfg.positions, cfg.head_bias = lm.pos_emb.num_embeddings, lm.to_logits.bias is not None
+    attn = (n.AttentionConfig * len(blocks))(*[attention_config(b[0]) for b in blocks])
+    return cfg, attn
+
+
+def _layer(ctx, att):
+    cfg, handle = attention_config(att), n.handle()
+    ctx.check(n.lib.lf_attention_create(ctx.handle, ctypes.byref(cfg), None, ctypes.byref(handle)))
+    with closed_on_error(Model(ctx, handle, None, is_layer=True)) as model:
+        setter = lambda name, dims, ndims, data: n.lib.lf_attention_set_weight_shaped(handle, name, dims, ndims, data)
+        set_weights(ctx, setter, LUCIDRAINS_ATTENTION, att.state_dict(), "")
+        n.lib.lf_attention_config_get(handle, ctypes.byref(cfg))
+        model.info = layer_info(cfg, 0)
+    return model
+
+
+def _stack(ctx, module, linformer, lm, stem):
+    cfg, attn = model_config(linformer, lm)
+    return build_stack(ctx, cfg, attn, module.state_dict(), LUCIDRAINS_BLOCK, lambda i: f"{stem}net.layers.{i}.",
+                       LUCIDRAINS_LM if lm is not None else (), "")
+
+
+def from_torch(module, device=None, *, args=None):
+    """A Model running lucidrains' LinformerSelfAttention, Linformer or LinformerLM `module` on a device.
+
+    A dict is a fairseq Linformer encoder's state dict, with the checkpoint's
+    `args` (a Namespace or dict: encoder_attention_heads, activation_fn,
+    encoder_normalize_before, padding_idx). The weights are copied (later
+    changes to the module are not seen); the model computes what the module
+    computes in eval mode.
+    """
+    if isinstance(module, dict):
+        from .from_fairseq import from_fairseq
+        return from_fairseq(module, args, device)
+    kind = type(module).__name__
+    if kind not in ("LinformerSelfAttention", "Linformer", "LinformerLM"):
+        raise ArgumentError(f"from_torch takes lucidrains' LinformerSelfAttention, Linformer or LinformerLM, "
+                            f"not {kind}")
+    ctx = Context(device)
+    try:
+        if kind == "LinformerSelfAttention":
+            return _layer(ctx, module)
+        if kind == "Linformer":
+            return _stack(ctx, module, module, None, "")
+        return _stack(ctx, module, module.linformer, module, "linformer.")
+    except BaseException:
+        ctx.close()  # a model that failed half-built has freed itself already
+        raise

@@ -1,0 +1,156 @@
+"""Model: one attention layer or a stack of layers on a device, called on numpy arrays or torch tensors."""
+import ctypes
+import threading
+from collections import namedtuple
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _native as n
+from ._context import text
+from .errors import ArgumentError, StateError
+
+StageTime = namedtuple("StageTime", "stage ms commands")
+DeviceBytes = namedtuple("DeviceBytes", "weights workspace")
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    kind: str            # "layer", "encoder", "token encoder", "language model"
+    takes_tokens: bool   # int64 token ids [batch, n] in, else float32 [batch, n, d_model]
+    d_model: int
+    heads: int
+    k: int               # the first layer's compressed length for a model
+    max_seq_len: int
+    vocab: int           # 0 when tokens do not come in
+    layers: int
+    out_width: int       # d_model, or vocab for a language model
+    mode: str = "linformer"
+
+
+# The C functions of each kind of handle.
+LAYER = dict(free=n.lib.lf_attention_free, profile=n.lib.lf_attention_last_profile,
+             device_bytes=n.lib.lf_attention_device_bytes)
+STACK = dict(free=n.lib.lf_model_free, profile=n.lib.lf_model_last_profile, device_bytes=n.lib.lf_model_device_bytes)
+
+
+def _torch_in(x):
+    """(numpy array, True) for a torch tensor, (x, False) otherwise; torch is not imported for numpy input."""
+    if type(x).__module__.startswith("torch") and hasattr(x, "detach"):
+        return x.detach().cpu().numpy(), True
+    return x, False
+
+
+def _lengths(lengths, batch, n_rows):
+    if lengths is None:
+        return None
+    arr = np.asarray(lengths)
+    if arr.ndim != 1 or arr.shape[0] != batch or (arr.size and arr.dtype.kind not in "iu"):
+        raise ArgumentError(f"lengths must be {batch} integers (one per sequence), got shape {arr.shape} "
+                            f"of {arr.dtype}")
+    if arr.size and (arr.min() < 0 or arr.max() > n_rows):
+        raise ArgumentError(f"lengths must lie in [0, {n_rows}], got {arr.min()} to {arr.max()}")
+    return np.ascontiguousarray(arr, dtype=np.int32)
+
+
+class Model:
+    """A layer or model on one device. model(x, lengths=None) runs a forward.
+
+    x: float32 [batch, n, d_model], or integer token ids [batch, n] for token
+    models (converted to int64). Another float dtype is refused (no silent
+    rounding); a non-contiguous array is copied; a read-only one is only read.
+    """
+
+    def __init__(self, context, handle, info, is_layer):
+        self._ctx, self._handle, self.info = context, handle, info
+        self._fns = LAYER if is_layer else STACK
+        self._is_layer = is_layer
+        self._lock = threading.Lock()  # close() waits for a forward in flight
+
+    @property
+    def device(self):
+        return self._ctx.device
+
+    def _live(self):
+        if not self._handle:
+            raise StateError("the model is closed")
+        return self._handle
+
+    def _input(self, x):
+        x = np.asarray(x)
+        info = self.info
+        if info.takes_tokens:
+            if x.ndim != 2 or x.dtype.kind not in "iu":
+                raise ArgumentError(f"tokens must be integers [batch, n], got shape {x.shape} of {x.dtype}")
+            return np.ascontiguousarray(x, dtype=np.int64)
+        if x.ndim != 3 or x.shape[2] != info.d_model:
+            raise ArgumentError(f"x must be [batch, n, {info.d_model}], got shape {x.shape}")
+        if x.dtype != np.float32:
+            raise ArgumentError(f"x must be float32, got {x.dtype} (convert it with .astype(numpy.float32))")
+        return np.ascontiguousarray(x)
+
+    def __call__(self, x, lengths=None):
+        x, was_torch = _torch_in(x)
+        x = self._input(x)
+        batch, rows = x.shape[0], x.shape[1]
+        if batch < 1 or rows < 1:
+            raise ArgumentError(f"batch and n must be at least 1, got shape {x.shape}")
+        if rows > self.info.max_seq_len:
+            raise ArgumentError(f"n {rows} is above max_seq_len {self.info.max_seq_len}")
+        if batch > 2**31 - 1:
+            raise ArgumentError(f"batch {batch} is over the library's limit")
+        lens = _lengths(lengths, batch, rows)
+        y = np.empty((batch, rows, self.info.out_width), dtype=np.float32)
+        lens_p = lens.ctypes.data_as(n.lengths_p) if lens is not None else None
+        y_p = y.ctypes.data_as(n.floats)
+        with self._lock:
+            h = self._live()
+            if self._is_layer:
+                code = n.lib.lf_attention_forward(h, x.ctypes.data_as(n.floats), y_p, batch, rows, lens_p)
+            elif self.info.takes_tokens:
+                code = n.lib.lf_model_forward(h, None, x.ctypes.data_as(n.tokens_p), y_p, batch, rows, lens_p)
+            else:
+                code = n.lib.lf_model_forward(h, x.ctypes.data_as(n.floats), None, y_p, batch, rows, lens_p)
+            self._ctx.check(code)
+        if was_torch:
+            import torch
+            return torch.from_numpy(y)
+        return y
+
+    @property
+    def device_bytes(self):
+        """DeviceBytes(weights, workspace) held on the device now."""
+        w, s = ctypes.c_size_t(), ctypes.c_size_t()
+        with self._lock:
+            self._ctx.check(self._fns["device_bytes"](self._live(), ctypes.byref(w), ctypes.byref(s)))
+        return DeviceBytes(w.value, s.value)
+
+    @property
+    def last_profile(self):
+        """Where the last forward's device time went: a list of StageTime(stage, ms, commands)."""
+        stages, count = (n.StageTime * 64)(), ctypes.c_size_t()
+        with self._lock:
+            self._ctx.check(self._fns["profile"](self._live(), stages, 64, ctypes.byref(count)))
+        return [StageTime(text(s.stage), s.ms, s.commands) for s in stages[:min(count.value, 64)]]
+
+    def close(self):
+        """Frees the model and its context; calling it again does nothing."""
+        with self._lock:
+            if self._handle:
+                self._fns["free"](self._handle)
+                self._handle = None
+                self._ctx.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        if getattr(self, "_handle", None):
+            self.close()
+
+    def __repr__(self):
+        state = "closed" if not self._handle else self.device
+        return f"<linformer_cl.Model {self.info.kind} d_model={self.info.d_model} on {state}>"

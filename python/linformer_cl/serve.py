@@ -1,0 +1,175 @@
+"""linformer-serve MODEL: a model file served by Triton Inference Server.
+
+    python -m linformer_cl.serve model.safetensors --device all --http-port 8000
+
+PyTriton starts Triton (HTTP, gRPC and metrics on --host); the model runs in
+Triton's Python backend (linformer_cl/triton_model.py), one instance per
+device, each with its own context. Triton's dynamic batcher groups waiting
+requests of any length (a ragged batch) and each instance runs them as one
+forward. SIGTERM or Ctrl-C stops the server once the requests in flight are
+answered.
+"""
+import argparse
+import json
+import os
+import pathlib
+import re
+import signal
+import socket
+import sys
+import threading
+
+import linformer_cl
+
+# How long Triton waits for requests in flight when told to stop; PyTriton
+# itself waits 30 s for Triton before killing it.
+EXIT_TIMEOUT_S = 20
+ENDPOINTS_NEEDING_TOKEN = ["shared-memory", "model-repository", "trace", "logging"]
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="linformer-serve", description="Serve a model file through Triton.")
+    p.add_argument("model", help="safetensors file of a layer or model (what `linformer run` takes)")
+    p.add_argument("--name", help="the model's name in Triton (default: the file's name without suffixes)")
+    p.add_argument("--device", help="device selector, or `all` for one instance on each device")
+    p.add_argument("--heads", type=int, help="heads, for a file whose metadata does not say")
+    p.add_argument("--host", default="127.0.0.1", help="address every endpoint binds to (default 127.0.0.1)")
+    p.add_argument("--http-port", type=int, default=8000)
+    p.add_argument("--grpc-port", type=int, default=8001)
+    p.add_argument("--metrics-port", type=int, default=8002)
+    p.add_argument("--max-batch", type=int, default=8, help="sequences Triton may group into one forward")
+    p.add_argument("--max-queue-delay-us", type=int, default=2000,
+                   help="how long a request may wait for others to join its batch")
+    args = p.parse_args(argv)
+    if args.max_batch < 1 or args.max_queue_delay_us < 0:
+        p.error("--max-batch must be at least 1 and --max-queue-delay-us at least 0")
+    return args
+
+
+def device_selectors(device):
+    """The selectors of the devices to serve on, one instance each."""
+    if device == "all":
+        return [d.selector for d in linformer_cl.devices()]
+    if device:
+        return [device]
+    chosen = os.environ.get("LINFORMER_DEVICE")
+    # No default device: the model's load says so.
+    return [chosen] if chosen else [d.selector for d in linformer_cl.devices() if d.default][:1] or [""]
+
+
+def model_name(args):
+    name = args.name or pathlib.Path(args.model).name.split(".")[0]
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise SystemExit(f"linformer-serve: model name \"{name}\" may hold only letters, digits, _ . and -")
+    return name
+
+
+def triton_config(name, path, info, selectors, args):
+    """The model's Triton configuration: tensors, batching, instances and the model's facts."""
+    if info.takes_tokens:
+        x = {"name": "tokens", "data_type": "TYPE_INT64", "dims": [-1]}
+    else:
+        x = {"name": "x", "data_type": "TYPE_FP32", "dims": [-1, info.d_model]}
+    facts = {"name": name, "kind": info.kind, "d_model": info.d_model, "heads": info.heads, "k": info.k,
+             "max_seq_len": info.max_seq_len, "vocab": info.vocab, "layers": info.layers,
+             "file": str(path), "devices": ",".join(selectors), "heads_option": args.heads or 0,
+             # Triton's Python backend imports this package from where it is now.
+             "package_root": pathlib.Path(linformer_cl.__file__).resolve().parent.parent}
+    return {
+        "name": name, "backend": "python", "max_batch_size": args.max_batch,
+        "input": [dict(x, allow_ragged_batch=True)],
+        "output": [{"name": "y", "data_type": "TYPE_FP32", "dims": [-1, info.out_width]},
+                   {"name": "device", "data_type": "TYPE_STRING", "dims": [1]}],
+        "dynamic_batching": {"max_queue_delay_microseconds": args.max_queue_delay_us},
+        "instance_group": [{"kind": "KIND_CPU", "count": len(selectors)}],
+        "parameters": {key: {"string_value": str(value)} for key, value in facts.items()},
+    }
+
+
+def check_ports_free(args):
+    """Names a port already taken, before Triton's start would stall on it."""
+    for what, port in (("--http-port", args.http_port), ("--grpc-port", args.grpc_port),
+                       ("--metrics-port", args.metrics_port)):
+        with socket.socket() as s:
+            try:
+                s.bind((args.host, port))
+            except OSError as e:
+                raise SystemExit(f"linformer-serve: {what} {port} on {args.host}: {e.strerror}")
+
+
+def start_triton(args):
+    try:
+        from pytriton.triton import Triton, TritonConfig, TritonSecurityConfig
+    except ImportError:
+        raise SystemExit("linformer-serve needs PyTriton: pip install \"linformer-cl[serve]\"") from None
+    security = TritonSecurityConfig(restricted_endpoints=ENDPOINTS_NEEDING_TOKEN)
+    config = TritonConfig(http_address=args.host, http_port=args.http_port, grpc_address=args.host,
+                          grpc_port=args.grpc_port, metrics_address=args.host, metrics_port=args.metrics_port,
+                          exit_timeout_secs=EXIT_TIMEOUT_S)
+    triton = Triton(config=config, security_config=security)
+    triton.run()
+    return triton, security.access_token
+
+
+def load_into(args, token, config):
+    """Hands the model (its configuration and model.py) to Triton through the repository API.
+
+    Not PyTriton's bind(): its models answer a batch with one error for all
+    of its requests and cannot mark an input ragged.
+    """
+    import tritonclient.http as http
+    from pytriton.client.auth import create_auth_headers
+    source = (pathlib.Path(__file__).parent / "triton_model.py").read_bytes()
+    client = http.InferenceServerClient(f"{args.host}:{args.http_port}")
+    try:
+        client.load_model(config["name"], headers=create_auth_headers(token, "http"),
+                          config=json.dumps(config), files={"file:1/model.py": source})
+    finally:
+        client.close()
+
+
+def serve_until_signal(triton):
+    """Serves until SIGTERM or SIGINT (0) or until Triton ends by itself (1)."""
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    while not stop.wait(timeout=1.0) and triton.is_alive():
+        pass
+    if stop.is_set():
+        print("linformer-serve: stopping once the requests in flight are answered", flush=True)
+    else:
+        print("linformer-serve: Triton Inference Server ended by itself", file=sys.stderr, flush=True)
+    triton.stop()
+    return 0 if stop.is_set() else 1
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    # Batching stays exact only where every GEMM gives each row the same bits
+    # whatever the batch around it: CLBlast's kernels do, the host BLAS picks
+    # its kernels by shape (README, "Serving"). Triton's processes inherit it.
+    os.environ.setdefault("LINFORMER_GEMM", "clblast")
+    path = pathlib.Path(args.model).resolve()
+    name = model_name(args)
+    try:
+        selectors = device_selectors(args.device)
+        with linformer_cl.load(path, device=selectors[0] or None, heads=args.heads) as model:
+            info = model.info
+    except linformer_cl.Error as e:
+        raise SystemExit(f"linformer-serve: {args.model}: {e}")
+    config = triton_config(name, path, info, selectors, args)
+    check_ports_free(args)
+    triton, token = start_triton(args)
+    try:
+        load_into(args, token, config)
+    except Exception as e:
+        triton.stop()
+        raise SystemExit(f"linformer-serve: Triton could not load {name}: {e}")
+    print(f"linformer-serve: {name} ({info.kind}, d_model {info.d_model}) on {', '.join(selectors)}: "
+          f"http://{args.host}:{args.http_port}/v2/models/{name}/infer, gRPC {args.host}:{args.grpc_port}",
+          flush=True)
+    return serve_until_signal(triton)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

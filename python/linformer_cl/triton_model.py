@@ -1,0 +1,61 @@
+"""The model that Triton's Python backend runs: one instance of a linformer_cl model.
+
+Triton loads this file as the model's model.py (linformer_cl.serve sends it
+with the model's configuration) and starts one process per instance, each
+with its own model object and so its own OpenCL context. The configuration's
+parameters name the model file and the devices; instance i takes device i.
+"""
+import json
+import sys
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+linformer_cl = batching = None  # imported by initialize(), from where the serving process found them
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        params = {key: value["string_value"] for key, value in config["parameters"].items()}
+        # The backend's Python starts with its own path, not the serving process's.
+        sys.path.insert(0, params["package_root"])
+        global linformer_cl, batching
+        import linformer_cl
+        from linformer_cl import _batching as batching
+        # Triton names instances <model>_<group>_<index>; there is one group.
+        index = int(args["model_instance_name"].rsplit("_", 1)[1])
+        self.selector = params["devices"].split(",")[index]
+        heads = int(params["heads_option"]) or None
+        self.model = linformer_cl.load(params["file"], device=self.selector or None, heads=heads)
+        self.input = "tokens" if self.model.info.takes_tokens else "x"
+
+    def execute(self, requests):
+        arrays = [pb_utils.get_input_tensor_by_name(r, self.input).as_numpy() for r in requests]
+        problems = [batching.request_problem(a, self.model.info) for a in arrays]
+        errors = {i: bad_input(p) for i, p in enumerate(problems) if p is not None}
+        good = [i for i in range(len(requests)) if i not in errors]
+        outputs = {}
+        if good:
+            try:
+                outputs = dict(zip(good, batching.forward_padded(self.model, [arrays[i] for i in good])))
+            except linformer_cl.ArgumentError as e:
+                errors.update((i, bad_input(str(e))) for i in good)
+            except linformer_cl.Error as e:  # the device's failure, not the requests'
+                errors.update((i, pb_utils.TritonError(str(e))) for i in good)
+        return [pb_utils.InferenceResponse(error=errors[i]) if i in errors else self._answer(arrays[i], outputs[i])
+                for i in range(len(requests))]
+
+    def _answer(self, array, y):
+        # Which device answered, one per sequence: a client can check against it.
+        device = np.full((array.shape[0], 1), self.selector.encode(), dtype=object)
+        return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("y", np.ascontiguousarray(y)),
+                                                          pb_utils.Tensor("device", device)])
+
+    def finalize(self):
+        self.model.close()
+
+
+def bad_input(problem):
+    """An error response's error for a request the model cannot run (HTTP 400, gRPC INVALID_ARGUMENT)."""
+    return pb_utils.TritonError(problem, pb_utils.TritonError.INVALID_ARG)

@@ -1,0 +1,93 @@
+"""Each bad input raises the exception of its status with a message, and the model still works afterwards."""
+import os
+
+import numpy as np
+import pytest
+
+import linformer_cl
+from linformer_cl import ArgumentError, FileError, FormatError, NoDeviceError, StateError
+from conftest import DATA
+
+LAYER = os.path.join(DATA, "pytorch", "plain.model.safetensors")  # d_model 32, max_seq_len 48
+LM = os.path.join(DATA, "models", "lm.model.safetensors")         # vocab 30, max_seq_len 16
+
+x = np.random.default_rng(3).standard_normal((2, 40, 32)).astype(np.float32)
+BAD_X = {
+    "float64": (x.astype(np.float64), None, "float32"),
+    "rank 2": (x[0], None, "[batch, n, 32]"),
+    "width": (x[..., :31].copy(), None, "[batch, n, 32]"),
+    "n 0": (x[:, :0], None, "at least 1"),
+    "n above max_seq_len": (np.zeros((1, 49, 32), np.float32), None, "max_seq_len 48"),
+    "negative length": (x, [3, -1], "[0, 40]"),
+    "length above n": (x, [41, 3], "[0, 40]"),
+    "one length for two sequences": (x, [3], "2 integers"),
+    "float lengths": (x, [3.5, 2.0], "2 integers"),
+}
+
+
+@pytest.fixture(scope="module")
+def layer():
+    with linformer_cl.load(LAYER, device="pocl") as model:
+        yield model
+
+
+@pytest.mark.parametrize("case", BAD_X)
+def test_bad_input_of_a_layer(layer, case):
+    before = layer(x)
+    bad, lengths, words = BAD_X[case]
+    with pytest.raises(ArgumentError, match=words.replace("[", r"\[").replace("]", r"\]")):
+        layer(bad, lengths=lengths)
+    np.testing.assert_array_equal(layer(x), before)
+
+
+def test_non_contiguous_and_read_only_inputs_are_read_as_they_are(layer):
+    wide = np.zeros((2, 40, 64), np.float32)
+    wide[..., ::2] = x
+    ro = x.copy()
+    ro.setflags(write=False)
+    np.testing.assert_array_equal(layer(wide[..., ::2]), layer(x))
+    np.testing.assert_array_equal(layer(ro), layer(x))
+
+
+@pytest.mark.parametrize("tokens,words", [(np.full((1, 4), 30), "vocab"), (np.full((1, 4), -1), "vocab"),
+                                          (np.zeros((1, 4), np.float32), "integers"),
+                                          (np.zeros((1, 4, 1), np.int64), "integers")])
+def test_bad_tokens(tokens, words):
+    with linformer_cl.load(LM, device="pocl") as lm:
+        good = np.arange(4, dtype=np.int64)[None]
+        before = lm(good)
+        with pytest.raises(ArgumentError, match=words):
+            lm(tokens)
+        np.testing.assert_array_equal(lm(good), before)
+
+
+def test_a_closed_model_says_so():
+    model = linformer_cl.load(LAYER, device="pocl")
+    model.close()
+    model.close()
+    with pytest.raises(StateError, match="closed"):
+        model(x)
+
+
+def test_files_and_devices(tmp_path):
+    with pytest.raises(FileError, match="missing"):
+        linformer_cl.load(tmp_path / "missing.safetensors")
+    (tmp_path / "junk.safetensors").write_bytes(b"\x10" * 64)
+    with pytest.raises(FormatError, match="junk"):
+        linformer_cl.load(tmp_path / "junk.safetensors")
+    with pytest.raises(NoDeviceError, match="no-such-device"):
+        linformer_cl.load(LAYER, device="no-such-device")
+    with pytest.raises(ArgumentError, match="heads"):
+        linformer_cl.load(LAYER, heads=0)
+    with pytest.raises(ArgumentError, match="contradict|heads"):
+        linformer_cl.load(LAYER, heads=2)
+    with pytest.raises(ArgumentError, match="for models"):
+        linformer_cl.load(LAYER, norm="pre")
+
+
+def test_every_status_has_its_class():
+    from linformer_cl import errors
+    names = [cls.status for cls in errors.BY_CODE[1:]]
+    assert len(set(names)) == len(names) and all(issubclass(c, linformer_cl.Error) for c in errors.BY_CODE[1:])
+    lib = linformer_cl._native.lib
+    assert names == [lib.lf_status_string(code).decode() for code in range(1, len(errors.BY_CODE))]

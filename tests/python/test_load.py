@@ -1,0 +1,84 @@
+"""load() of every file under tests/data against the y its io file holds, and mixed lengths."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+import linformer_cl
+from conftest import DATA, fixture_files, relative_error
+
+FILES = fixture_files()
+PLAIN = os.path.join(DATA, "pytorch", "plain.model.safetensors")
+MODELS = os.path.join(DATA, "models")
+
+
+def model_input(io):
+    return io["tokens"] if "tokens" in io else io["x"]
+
+
+@pytest.mark.parametrize("model_path,io_path", FILES, ids=[os.path.basename(m).split(".")[0] for m, _ in FILES])
+def test_load_matches_pytorch(device, model_path, io_path):
+    io = load_file(io_path)
+    mode = "dense" if "causal_dense" in model_path else None  # PyTorch's exact causal attention
+    with linformer_cl.load(model_path, device=device, mode=mode) as model:
+        y = model(model_input(io), lengths=io.get("lengths"))
+        assert y.shape == io["y"].shape
+        assert relative_error(y, io["y"]) <= 1e-4  # the bound of `linformer run --check`
+
+
+def test_mixed_lengths_equal_each_sequence_alone(device):
+    path = os.path.join(MODELS, "encoder_depth3.model.safetensors")
+    rng = np.random.default_rng(7)
+    with linformer_cl.load(path, device=device) as model:
+        x = rng.standard_normal((3, 19, model.info.d_model)).astype(np.float32)
+        lengths = [19, 7, 0]
+        y = model(x, lengths=lengths)
+        for b, n in enumerate(lengths):
+            if n:
+                alone = model(x[b:b + 1, :n])
+                np.testing.assert_allclose(y[b, :n], alone[0], rtol=0, atol=1e-6)
+            assert not y[b, n:].any()
+
+
+def test_info_of_a_language_model(device):
+    path = os.path.join(MODELS, "lm.model.safetensors")
+    with linformer_cl.load(path, device=device) as model:
+        i = model.info
+        assert (i.kind, i.takes_tokens, i.d_model, i.heads, i.k, i.max_seq_len, i.vocab, i.layers, i.out_width) == \
+            ("language model", True, 12, 2, 4, 16, 30, 2, 30)
+        model(np.zeros((1, 5), dtype=np.int64))
+        assert model.device_bytes.weights > 0 and model.last_profile
+
+
+def test_devices_have_selectors_that_open_them():
+    found = linformer_cl.devices()
+    assert sum(d.default for d in found) == 1
+    for d in found:
+        with linformer_cl.load(PLAIN, device=d.selector) as model:
+            assert model.device == d.name
+
+
+def test_torch_tensor_in_gives_torch_tensor_out():
+    torch = pytest.importorskip("torch")
+    io = load_file(PLAIN.replace(".model.", ".io."))
+    with linformer_cl.load(PLAIN, device="pocl") as model:
+        y = model(torch.from_numpy(io["x"]))
+        assert isinstance(y, torch.Tensor) and relative_error(y.numpy(), io["y"]) <= 1e-4
+
+
+def test_the_package_imports_and_loads_without_torch():
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "import linformer_cl, numpy\n"
+            f"m = linformer_cl.load({PLAIN!r}, device='pocl')\n"
+            "print(m(numpy.zeros((1, 4, 32), numpy.float32)).shape)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0 and "(1, 4, 32)" in r.stdout, r.stderr
+
+
+def test_an_unmatched_linformer_device_marks_no_default(monkeypatch):
+    monkeypatch.setenv("LINFORMER_DEVICE", "no-such-device")
+    found = linformer_cl.devices()
+    assert found and not any(d.default for d in found)

@@ -1,0 +1,38 @@
+"""linformer_cl.torch.Module: the same output as the lucidrains module, and training refused clearly."""
+import pytest
+
+torch = pytest.importorskip("torch")
+linformer = pytest.importorskip("linformer")
+
+from linformer_cl.torch import Module  # noqa: E402
+from conftest import relative_error  # noqa: E402
+
+
+@pytest.fixture
+def pair():
+    torch.manual_seed(21)
+    lucid = linformer.Linformer(dim=12, seq_len=16, depth=2, k=4, heads=2).eval()
+    wrapped = Module.from_torch(lucid, device="pocl")
+    yield lucid, wrapped
+    wrapped.close()
+
+
+def test_drop_in_for_the_module_in_eval_mode(pair):
+    lucid, wrapped = pair
+    x = torch.randn(2, 16, 12)
+    with torch.no_grad():
+        want = lucid(x)
+    y = torch.nn.Sequential(wrapped, torch.nn.Identity())(x)
+    assert isinstance(y, torch.Tensor) and relative_error(y.numpy(), want.numpy()) <= 1e-5
+
+
+def test_backward_and_train_mode_say_inference_only(pair):
+    _, wrapped = pair
+    x = torch.randn(1, 16, 12, requires_grad=True)
+    y = wrapped(x)
+    with pytest.raises(RuntimeError, match="inference only"):
+        y.sum().backward()
+    with pytest.raises(RuntimeError, match="train mode is refused"):
+        wrapped.train()
+    wrapped.eval()
+    assert wrapped(x.detach()).shape == (1, 16, 12)

@@ -1,0 +1,102 @@
+/*
+ * test_tune.c - `linformer tune` and lf_gemm_tune: the time limit holds (no
+ * step begins past it but the three that must run once), a cache folder that
+ * takes nothing fails before the search, and the options are parsed as every
+ * other command's.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "helpers.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+enum { MAX_LINES = 4096 };
+typedef struct {
+    double at[MAX_LINES];
+    char line[MAX_LINES][160];
+    int count;
+} tune_log;
+
+static void record(const char *line, void *user)
+{
+    tune_log *log = user;
+    if (log->count == MAX_LINES) return;
+    log->at[log->count] = now_s();
+    snprintf(log->line[log->count++], sizeof log->line[0], "%s", line);
+}
+
+/* The steps that run once whatever the time: each kernel's parameters in force, the smallest crossover edge. */
+static bool must_run(const char *line)
+{
+    return strstr(line, "with the parameters in force") || strncmp(line, "GemmRoutine: 64^3", 17) == 0;
+}
+
+static bool is_step(const char *line)
+{
+    return (strstr(line, " ms") || strstr(line, "does not build")) && !strstr(line, "past the time limit") &&
+           !strstr(line, "stored in");
+}
+
+Test(tune, no_step_begins_past_the_time_limit, .timeout = 900)
+{
+    char dir[64];
+    lf_test_make_dir(dir, "tune");
+    cr_assert_eq(setenv("LINFORMER_CACHE_DIR", dir, 1), 0);
+    lf_context *ctx = lf_test_context();
+    static tune_log log;
+    const double seconds = 1, start = now_s();
+    const lf_status st = lf_gemm_tune(ctx, seconds, record, &log);
+    cr_assert_eq(st, LF_OK, "%s: %s", lf_status_string(st), lf_context_last_error(ctx));
+    bool overran = false, said = false;
+    for (int i = 0; i < log.count; i++) {
+        const double began = i ? log.at[i - 1] : start, ended = log.at[i];
+        said |= strstr(log.line[i], "past the time limit") != NULL;
+        if (!is_step(log.line[i])) continue;
+        if (must_run(log.line[i])) overran |= ended > start + seconds;
+        else cr_expect_lt(began, start + seconds, "\"%s\" began %.1f s after the start", log.line[i], began - start);
+    }
+    cr_expect(!overran || said, "a step that ran past the limit is said");
+    cr_expect(strstr(log.line[log.count - 1], "stored in") != NULL, "the last line: %s", log.line[log.count - 1]);
+    lf_context_free(ctx);
+    lf_test_remove_dir(dir);
+}
+
+/* A folder that takes nothing fails at once, never "stored in". */
+Test(tune, an_unwritable_cache_fails_before_the_search, .timeout = 600)
+{
+    char cmd[1024], log[8192];
+    /* under a device, not a folder: nothing can be made there, even as root */
+    snprintf(cmd, sizeof cmd, "LINFORMER_CACHE_DIR=/dev/null/cache %s tune --seconds 600", LF_TOOL_PATH);
+    const double start = now_s();
+    cr_expect_eq(lf_test_system(cmd, log, sizeof log), 1, "%s", log);
+    cr_expect(strstr(log, "cannot write") && strstr(log, "/dev/null/cache") && !strstr(log, "stored in"), "%s", log);
+    cr_expect_lt(now_s() - start, 300, "it failed before the 600 s search");
+    /* on a device whose GEMMs are the host BLAS's, the tuner says what it tunes is not what runs */
+    lf_context *ctx = lf_test_context();
+    const bool host = strcmp(lf_context_gemm_backend(ctx), "host") == 0;
+    lf_context_free(ctx);
+    cr_expect_eq(strstr(log, "host BLAS") != NULL, host, "%s", log);
+}
+
+Test(tune, bad_options_are_usage_errors)
+{
+    static const char *const bad[] = {"--seconds inf", "--seconds 1e308", "--seconds 0", "--seconds nan",
+                                      "--seconds 1 --seconds 2", "--device 0 --device 1", "--second 5x", "stray"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char cmd[1024], log[4096];
+        snprintf(cmd, sizeof cmd, "%s tune %s", LF_TOOL_PATH, bad[i]);
+        cr_expect_eq(lf_test_system(cmd, log, sizeof log), 2, "%s: %s", bad[i], log);
+        cr_expect(strstr(log, "linformer tune: ") != NULL, "%s: %s", bad[i], log);
+    }
+}
