@@ -34,6 +34,9 @@ void lf__device_query(cl_platform_id platform, cl_device_id device, lf_device_in
     query_string(device, CL_DEVICE_VENDOR, info->vendor, sizeof info->vendor);
     query_string(device, CL_DRIVER_VERSION, info->driver_version, sizeof info->driver_version);
 
+    /* One type a device: the first of GPU, accelerator, CPU that it reports
+     * (Oclgrind reports ACCELERATOR|GPU|CPU: a GPU). The default selector and
+     * the kernel variant (plan.h) go by it. */
     cl_device_type type = 0;
     clGetDeviceInfo(device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
     info->type = (type & CL_DEVICE_TYPE_GPU)           ? LF_DEVICE_GPU

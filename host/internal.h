@@ -122,10 +122,21 @@ lf_status lf__kernel(lf_context *ctx, const char *file, const char *options,
                      const char *name, cl_kernel *out);
 /* The same, for a kernel whose work-group size is the build option `macro`:
  * tries want, want/2, ... until the built kernel allows a group of that size
- * to the power `dims` (a TILE x TILE group has dims 2); *size gets it. */
+ * to the power `dims` (a TILE x TILE group has dims 2) and its local memory at
+ * that size fits the device's; *size gets it. Every launcher of a kernel with
+ * local memory sizes its groups here; the others let the runtime choose. */
 lf_status lf__kernel_sized(lf_context *ctx, const char *file, const char *options, const char *name,
                            const char *macro, size_t want, int dims, cl_kernel *out, size_t *size);
 void lf__programs_free(lf_context *ctx);
+/* The options a kernel is built with: its own, after -cl-std=CL1.2 where the
+ * device compiles OpenCL C 1.2 or later, so that the kernels keep to 1.2 (the
+ * level of NVIDIA's OpenCL and of Oclgrind) on every device. They are part of
+ * the disk cache's key. */
+void lf__build_options(lf_context *ctx, const char *options, char *out, size_t size);
+/* Fails naming the first program built on ctx whose build log holds a
+ * warning or an error (PoCL's and Oclgrind's logs of a clean build are empty;
+ * Intel's always list the build's steps). */
+lf_status lf__programs_check_logs(lf_context *ctx);
 /* Enqueues a kernel over `dims` dimensions, recording its event in t (may be NULL). */
 lf_status lf__launch(lf_context *ctx, cl_kernel k, const char *what, cl_uint dims,
                      const size_t *global, const size_t *local, lf_timeline *t);

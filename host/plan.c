@@ -2,6 +2,7 @@
 #include "plan.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -127,7 +128,7 @@ static void layout_weights(lf_plan *p)
 
 /* Linformer's attention path. The fused kernel (attention.cl) beats scores
  * through two GEMMs and the softmax on CPU devices, whose variant of it (QB >
- * 1, query_tiles) keeps nothing in local memory, at every k measured
+ * 1, lf__attention_tiles) keeps nothing in local memory, at every k measured
  * (bench/NOTES.md, item 9); where the kernel stages keys in local memory and
  * a head's k keys and values do not fit at once, the GEMM path is taken until
  * measurements there say otherwise. */
@@ -137,24 +138,25 @@ static lf_path auto_path(const lf_plan *p, const lf_device_info *dev)
     return p->dh <= LF_MAX_DH_TILED && fits ? LF_PATH_FUSED : LF_PATH_GEMM;
 }
 
-/* Tile of the attention kernel: keys and values of TK keys take 2 TK dh
- * floats of local memory; keep them within half of it. */
-static int tile_keys(int dh, const lf_device_info *dev)
+lf_status lf__kernel_variant(const lf_device_info *dev, lf_kernel_variant *variant, char *msg, size_t msg_size)
 {
-    int tk = 32;
-    while (tk > 1 && 2ull * tk * dh * sizeof(float) > dev->local_mem_bytes / 2) tk /= 2;
-    return tk;
+    const char *force = getenv("LINFORMER_KERNEL_VARIANT");
+    if (force && *force) {
+        if (strcmp(force, "cpu") != 0 && strcmp(force, "gpu") != 0)
+            return FAIL(LF_ERR_ARGUMENT, "LINFORMER_KERNEL_VARIANT must be cpu or gpu, got \"%s\"", force);
+        *variant = force[0] == 'c' ? LF_VARIANT_CPU : LF_VARIANT_GPU;
+        return LF_OK;
+    }
+    *variant = dev->type == LF_DEVICE_CPU ? LF_VARIANT_CPU : LF_VARIANT_GPU;
+    return LF_OK;
 }
 
-/* Queries of the attention kernel. A GPU takes one query a work-item, 64 a
- * group, sharing key tiles in local memory; a CPU device takes the kernel's
- * CPU variant, QB queries a work-item as the lanes of one vector, which its
- * compiler cannot otherwise build from the work-items of a group (bench/NOTES.md). */
-static void query_tiles(const lf_device_info *dev, int *query_block, size_t *tile_queries)
+lf_attention_tiles lf__attention_tiles(lf_kernel_variant variant, int dh, const lf_device_info *dev)
 {
-    const bool cpu = dev->type == LF_DEVICE_CPU;
-    *query_block = cpu ? 16 : 1;
-    *tile_queries = cpu ? 8 : 64; /* on a CPU, work-items across heads (launch.c) */
+    lf_attention_tiles t = {32, 64, 1};
+    if (variant == LF_VARIANT_CPU) t.tile_queries = 8, t.query_block = 16; /* work-items across heads (launch.c) */
+    while (t.tile_keys > 1 && 2ull * t.tile_keys * dh * sizeof(float) > dev->local_mem_bytes / 2) t.tile_keys /= 2;
+    return t;
 }
 
 lf_status lf__plan_resolve(const lf_attention_config *cfg, const lf_device_info *device, bool has_shared,
@@ -185,11 +187,13 @@ lf_status lf__plan_resolve(const lf_attention_config *cfg, const lf_device_info 
     p->f_separate = !c->share_kv && (c->sharing == LF_SHARE_NONE || c->sharing == LF_SHARE_HEADWISE);
     p->matrix_proj = c->proj_kind == LF_PROJ_LEARNED || c->proj_kind == LF_PROJ_RANDOM;
     p->per_head_proj = c->sharing == LF_SHARE_NONE && c->proj_kind != LF_PROJ_MEAN_POOL;
-    query_tiles(device, &p->query_block, &p->tile_queries);
+    lf_kernel_variant variant = LF_VARIANT_GPU;
+    LF_TRY(lf__kernel_variant(device, &variant, msg, msg_size));
+    const lf_attention_tiles tiles = lf__attention_tiles(variant, p->dh, device);
+    p->tile_keys = tiles.tile_keys, p->tile_queries = tiles.tile_queries, p->query_block = tiles.query_block;
     if (p->linformer && c->path == LF_PATH_AUTO) c->path = c->causal ? LF_PATH_FUSED : auto_path(p, device);
     if (!p->linformer) c->path = LF_PATH_AUTO;
     p->tiled = c->mode == LF_MODE_FLASH || (p->linformer && c->path == LF_PATH_FUSED);
-    p->tile_keys = tile_keys(p->dh, device);
     p->softmax_group = 256;
     layout_weights(p);
     return LF_OK;

@@ -2,6 +2,7 @@
  * program.c - build kernels once per context, from the sources built into the
  * library (or LINFORMER_KERNEL_DIR), through the disk cache of kernel_cache.c.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,18 +53,26 @@ static lf_status kernel_source(lf_context *ctx, const char *file, char **text, s
 
 /* ---- Building ---- */
 
+/* A program's build log without its trailing blanks, malloc'd; NULL without memory. */
+static char *build_log(lf_context *ctx, cl_program p)
+{
+    size_t size = 0;
+    clGetProgramBuildInfo(p, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &size);
+    char *log = malloc(size + 1);
+    if (!log) return NULL;
+    log[0] = 0;
+    clGetProgramBuildInfo(p, ctx->device, CL_PROGRAM_BUILD_LOG, size, log, NULL);
+    log[size] = 0;
+    size_t used = strlen(log);
+    while (used && (log[used - 1] == '\n' || log[used - 1] == ' ')) log[--used] = 0;
+    return log;
+}
+
 static lf_status build(lf_context *ctx, cl_program program, const char *file, const char *options)
 {
     cl_int err = clBuildProgram(program, 1, &ctx->device, options, NULL, NULL);
     if (err == CL_SUCCESS) return LF_OK;
-    size_t log_size = 0;
-    clGetProgramBuildInfo(program, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &log_size);
-    char *log = malloc(log_size + 1);
-    if (log) {
-        log[0] = 0;
-        clGetProgramBuildInfo(program, ctx->device, CL_PROGRAM_BUILD_LOG, log_size, log, NULL);
-        log[log_size] = 0;
-    }
+    char *log = build_log(ctx, program);
     lf__fail(ctx, err == CL_BUILD_PROGRAM_FAILURE ? LF_ERR_BUILD : LF_ERR_OPENCL,
              "building %s with \"%s\" failed: %s; build log:\n%s", file, options,
              lf_cl_error_string(err), log ? log : "(no memory for the log)");
@@ -98,8 +107,20 @@ static void store_binary(lf_context *ctx, cl_program p, const char *path, const 
     free(bin);
 }
 
-static lf_status program_build(lf_context *ctx, const char *file, const char *options, cl_program *out)
+void lf__build_options(lf_context *ctx, const char *options, char *out, size_t size)
 {
+    char version[128] = "";
+    clGetDeviceInfo(ctx->device, CL_DEVICE_OPENCL_C_VERSION, sizeof version, version, NULL);
+    version[sizeof version - 1] = 0;
+    int major = 0, minor = 0;
+    const bool c12 = sscanf(version, "OpenCL C %d.%d", &major, &minor) == 2 && major * 10 + minor >= 12;
+    snprintf(out, size, "%s%s", c12 ? "-cl-std=CL1.2 " : "", options);
+}
+
+static lf_status program_build(lf_context *ctx, const char *file, const char *kernel_options, cl_program *out)
+{
+    char options[512];
+    lf__build_options(ctx, kernel_options, options, sizeof options);
     char *text = NULL;
     size_t size = 0;
     LF_TRY(kernel_source(ctx, file, &text, &size));
@@ -175,6 +196,21 @@ lf_status lf__kernel(lf_context *ctx, const char *file, const char *options, con
     return LF_OK;
 }
 
+/* Whether built kernel k can run in work-groups of `items` work-items: the
+ * kernel's own limit, and the local memory it takes (its local arrays are
+ * sized by its build options) within the device's. */
+static lf_status group_fits(lf_context *ctx, cl_kernel k, size_t items, bool *fits, cl_ulong *local)
+{
+    size_t allowed = 0;
+    LF_CL_CHECK(ctx, clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof allowed, &allowed,
+                                              NULL),
+                "clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)");
+    LF_CL_CHECK(ctx, clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_LOCAL_MEM_SIZE, sizeof *local, local, NULL),
+                "clGetKernelWorkGroupInfo(CL_KERNEL_LOCAL_MEM_SIZE)");
+    *fits = items <= allowed && *local <= ctx->info.local_mem_bytes;
+    return LF_OK;
+}
+
 lf_status lf__kernel_sized(lf_context *ctx, const char *file, const char *options, const char *name,
                            const char *macro, size_t want, int dims, cl_kernel *out, size_t *size)
 {
@@ -185,11 +221,15 @@ lf_status lf__kernel_sized(lf_context *ctx, const char *file, const char *option
         char opts[256];
         snprintf(opts, sizeof opts, "%s -D%s=%zu", options, macro, s);
         LF_TRY(lf__kernel(ctx, file, opts, name, out));
-        size_t allowed = 0;
-        LF_CL_CHECK(ctx, clGetKernelWorkGroupInfo(*out, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof allowed,
-                                                  &allowed, NULL),
-                    "clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)");
-        if ((dims == 1 ? s : s * s) <= allowed || s == 1) break;
+        bool fits = false;
+        cl_ulong local = 0;
+        LF_TRY(group_fits(ctx, *out, dims == 1 ? s : s * s, &fits, &local));
+        if (fits) break;
+        if (s == 1)
+            return lf__fail(ctx, LF_ERR_UNSUPPORTED,
+                            "%s (%s) needs %llu bytes of local memory even in work-groups of one; the device has "
+                            "%llu",
+                            name, opts, (unsigned long long)local, (unsigned long long)ctx->info.local_mem_bytes);
     }
     *size = s;
     return LF_OK;
@@ -207,6 +247,24 @@ void lf__programs_free(lf_context *ctx)
         free(e->options);
         free(e);
     }
+}
+
+lf_status lf__programs_check_logs(lf_context *ctx)
+{
+    for (const lf_program_entry *e = ctx->programs; e; e = e->next) {
+        char *log = build_log(ctx, e->program);
+        if (!log) return lf__fail(ctx, LF_ERR_OUT_OF_MEMORY, "out of host memory for the build log of %s", e->file);
+        char *lower = strdup(log);
+        for (char *c = lower; c && *c; c++) *c = (char)tolower((unsigned char)*c);
+        const bool said = !lower || strstr(lower, "warning") || strstr(lower, "error");
+        lf_status st = said ? lf__fail(ctx, LF_ERR_BUILD, "%s built with \"%s\" has a diagnostic in its build log:\n%s",
+                                       e->file, e->options, log)
+                            : LF_OK;
+        free(lower);
+        free(log);
+        if (st != LF_OK) return st;
+    }
+    return LF_OK;
 }
 
 lf_status lf__launch(lf_context *ctx, cl_kernel k, const char *what, cl_uint dims,

@@ -100,7 +100,7 @@ typedef enum {
 typedef struct {
     unsigned platform_index; /* P in a "P:D" selector */
     unsigned device_index;   /* D in a "P:D" selector */
-    lf_device_type type;
+    lf_device_type type;     /* a device reporting several: the first of GPU, accelerator, CPU */
     char platform_name[128];
     char platform_version[128];
     char platform_vendor[128]; /* e.g. "The pocl project" */
@@ -160,6 +160,11 @@ typedef struct lf_context lf_context;
  * $XDG_CACHE_HOME/linformer or ~/.cache/linformer; "off" disables the cache).
  * LINFORMER_KERNEL_DIR, when set, loads the kernel sources from that folder
  * instead of the copies built into the library.
+ * The attention kernel has two variants: "cpu" (several queries a work-item,
+ * no local memory) on devices of type LF_DEVICE_CPU, "gpu" (one query a
+ * work-item, key tiles in local memory) on all others.
+ * LINFORMER_KERNEL_VARIANT=cpu|gpu forces one, for development; any other
+ * value makes creating a layer or loading a model fail with LF_ERR_ARGUMENT.
  */
 LF_API lf_status lf_context_create(const char *selector, lf_context **out, char *errbuf,
                                    size_t errbuf_size);

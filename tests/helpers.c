@@ -56,6 +56,12 @@ double lf_test_rel_err_f(const float *out, const float *ref, size_t count)
     return e;
 }
 
+bool lf_test_tiny(void)
+{
+    const char *v = getenv("LF_TEST_TINY");
+    return v && strcmp(v, "1") == 0;
+}
+
 lf_context *lf_test_context(void)
 {
     char msg[1024] = "";

@@ -2,6 +2,7 @@
 #ifndef LF_TEST_HELPERS_H
 #define LF_TEST_HELPERS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,6 +26,11 @@ cl_mem lf_test_upload(lf_context *ctx, const void *data, size_t bytes);
 void lf_test_download(lf_context *ctx, cl_mem m, float *out, size_t count);
 /* A malloc'd array of fresh random values in [lo, hi). */
 float *lf_test_random(size_t count, uint64_t *state, float lo, float hi);
+
+/* Whether LF_TEST_TINY=1 asks the grids for their smallest shapes: the
+ * Oclgrind stage sets it, as the simulator runs kernels about a thousand
+ * times slower than a CPU device. */
+bool lf_test_tiny(void);
 
 /* Opens the default device (LINFORMER_DEVICE applies); fails the test if none. */
 lf_context *lf_test_context(void);

@@ -81,7 +81,7 @@ Test(kernels, softmax_rows_grid)
     uint64_t rng = lf_test_seed();
     static const int lds[] = {1, 7, 33, 173, 600};
     static const size_t groups[] = {1, 8, 256};
-    for (size_t i = 0; i < sizeof lds / sizeof lds[0]; i++)
+    for (size_t i = 0; i < (lf_test_tiny() ? 3 : sizeof lds / sizeof lds[0]); i++)
         for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
             const int ld = lds[i], valid = 1 + (int)(lf__rand_next(&rng) % (uint64_t)ld);
             softmax_case(3, 5, ld, 4, valid, false, groups[g], &rng);
@@ -298,18 +298,106 @@ static void tiled_run(const tiled_case *t, uint64_t *rng)
     free(q), free(k), free(v), free(sk), free(sv), free(out), free(ref);
 }
 
+/* The tiles of the grid for head width dh: each variant's own as the library
+ * takes them on this device, then odd ones (TK, TQ, QB) whose TK keeps to the
+ * library's for the GPU variant, so that they fit the device's local memory. */
+static size_t grid_tiles(int dh, int tiles[][3])
+{
+    static const int odd[][3] = {{5, 7, 1}, {1, 1, 1}, {5, 3, 8}, {1, 2, 4}};
+    size_t count = 0;
+    lf_device_info info;
+    cr_assert_eq(lf_context_device_info(ctx, &info), LF_OK);
+    const lf_attention_tiles gpu = lf__attention_tiles(LF_VARIANT_GPU, dh, &info);
+    for (int v = LF_VARIANT_CPU; v <= LF_VARIANT_GPU; v++, count++) {
+        const lf_attention_tiles t = lf__attention_tiles((lf_kernel_variant)v, dh, &info);
+        tiles[count][0] = t.tile_keys, tiles[count][1] = (int)t.tile_queries, tiles[count][2] = t.query_block;
+    }
+    for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i += lf_test_tiny() ? 2 : 1, count++) { /* tiny: one a variant */
+        tiles[count][0] = odd[i][0] < gpu.tile_keys ? odd[i][0] : gpu.tile_keys;
+        tiles[count][1] = odd[i][1], tiles[count][2] = odd[i][2];
+    }
+    return count;
+}
+
 Test(kernels, attention_tiled_grid)
 {
     uint64_t rng = lf_test_seed();
     static const int shapes[][3] = {{1, 0, 4}, {7, 0, 24}, {173, 0, 16}, {65, 19, 24}, {33, 1, 5}, {40, 33, 64},
                                     {21, 6, LF_MAX_DH_TILED}};
-    static const int tiles[][3] = {{32, 64, 1}, {5, 7, 1}, {1, 1, 1}, {32, 4, 16}, {5, 3, 8}, {1, 2, 4}};
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-        for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++)
+    static const int tiny[][3] = {{1, 0, 4}, {7, 0, 24}, {13, 5, 5}, {9, 3, LF_MAX_DH_TILED}};
+    const size_t count = lf_test_tiny() ? sizeof tiny / sizeof tiny[0] : sizeof shapes / sizeof shapes[0];
+    for (size_t i = 0; i < count; i++) {
+        const int *shape = lf_test_tiny() ? tiny[i] : shapes[i];
+        int tiles[6][3];
+        const size_t tile_count = grid_tiles(shape[2], tiles);
+        for (size_t t = 0; t < tile_count; t++)
             for (int kvh = 1; kvh <= 3; kvh += 2)
                 for (int causal = 0; causal <= 1; causal++) {
-                    const tiled_case c = {2, shapes[i][0], shapes[i][1], 3, kvh, shapes[i][2], tiles[t][0],
+                    const tiled_case c = {2, shape[0], shape[1], 3, kvh, shape[2], tiles[t][0],
                                           (size_t)tiles[t][1], tiles[t][2], causal};
                     tiled_run(&c, &rng);
                 }
+    }
+}
+
+/* The GPU variant's tiles fit in the local memory of every device, as small
+ * as 16 KiB, at every head width the kernel takes. */
+Test(kernels, gpu_variant_tiles_fit_local_memory)
+{
+    static const uint64_t memories[] = {16384, 32768, 49152, 65536};
+    for (size_t m = 0; m < sizeof memories / sizeof memories[0]; m++)
+        for (int dh = 1; dh <= LF_MAX_DH_TILED; dh++) {
+            const lf_device_info dev = {.type = LF_DEVICE_GPU, .local_mem_bytes = memories[m]};
+            const lf_attention_tiles t = lf__attention_tiles(LF_VARIANT_GPU, dh, &dev);
+            cr_assert_leq(2ull * t.tile_keys * dh * sizeof(float), memories[m] / 2, "dh %d, %llu bytes: TK %d", dh,
+                          (unsigned long long)memories[m], t.tile_keys);
+            cr_assert_eq(t.query_block, 1);
+        }
+}
+
+/* A kernel's work-group shrinks to what the device's local memory holds: a
+ * group of 256 softmax work-items takes 1 KiB, more than 512 bytes. */
+Test(kernels, work_groups_fit_local_memory)
+{
+    ctx->info.local_mem_bytes = 512;
+    static const char *const files[][2] = {{"softmax.cl", "softmax_rows"}, {"layernorm.cl", "layernorm_rows"}};
+    for (size_t f = 0; f < 2; f++) {
+        cl_kernel k = NULL;
+        size_t wg = 0;
+        cr_assert_eq(lf__kernel_sized(ctx, files[f][0], "", files[f][1], "WG", 256, 1, &k, &wg), LF_OK, "%s",
+                     lf_context_last_error(ctx));
+        cl_ulong local = 0;
+        cr_assert_eq(clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_LOCAL_MEM_SIZE, sizeof local, &local, NULL),
+                     CL_SUCCESS);
+        cr_expect(wg >= 1 && wg < 256 && local <= 512, "%s: a group of %zu takes %llu bytes", files[f][1], wg,
+                  (unsigned long long)local);
+    }
+    uint64_t rng = lf_test_seed();
+    softmax_case(2, 3, 173, 3, 100, false, 256, &rng); /* and still gives the right answer */
+}
+
+/* The variant follows the device's type, GPU for a device that says GPU
+ * among other types; LINFORMER_KERNEL_VARIANT forces either, and nothing else. */
+Test(kernels, variant_from_type_or_forced)
+{
+    static const struct { lf_device_type type; const char *force; lf_kernel_variant want; } cases[] = {
+        {LF_DEVICE_CPU, NULL, LF_VARIANT_CPU},   {LF_DEVICE_GPU, NULL, LF_VARIANT_GPU},
+        {LF_DEVICE_ACCELERATOR, NULL, LF_VARIANT_GPU}, {LF_DEVICE_CPU, "gpu", LF_VARIANT_GPU},
+        {LF_DEVICE_GPU, "cpu", LF_VARIANT_CPU}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const lf_device_info dev = {.type = cases[i].type, .local_mem_bytes = 32768};
+        if (cases[i].force) setenv("LINFORMER_KERNEL_VARIANT", cases[i].force, 1);
+        else unsetenv("LINFORMER_KERNEL_VARIANT");
+        lf_kernel_variant v = (lf_kernel_variant)-1;
+        char msg[256] = "";
+        cr_expect_eq(lf__kernel_variant(&dev, &v, msg, sizeof msg), LF_OK, "%s", msg);
+        cr_expect_eq(v, cases[i].want, "case %zu", i);
+    }
+    setenv("LINFORMER_KERNEL_VARIANT", "GPU", 1);
+    const lf_device_info dev = {.type = LF_DEVICE_GPU};
+    lf_kernel_variant v;
+    char msg[256] = "";
+    cr_expect_eq(lf__kernel_variant(&dev, &v, msg, sizeof msg), LF_ERR_ARGUMENT);
+    cr_expect(strstr(msg, "LINFORMER_KERNEL_VARIANT") && strstr(msg, "\"GPU\""), "%s", msg);
+    unsetenv("LINFORMER_KERNEL_VARIANT");
 }

@@ -1,0 +1,109 @@
+/*
+ * test_gpu_path.c - the layers a GPU runs, at sizes a device simulator
+ * affords (the Oclgrind stage runs these with its race and bounds checks on):
+ * Linformer on the fused path and on the GEMM path (a k whose keys do not fit
+ * local memory), dense and flash, causal dense, flash and pooled Linformer,
+ * one key/value head, share_kv, mixed lengths. Against the double-precision
+ * reference, on every device.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+
+#include "layer_case.h"
+
+#define TOL 1e-5
+
+static lf_context *ctx;
+static void setup(void) { ctx = lf_test_context(); }
+static void teardown(void) { lf_context_free(ctx); }
+TestSuite(gpu_path, .init = setup, .fini = teardown, .timeout = 600);
+
+static const int32_t mixed[] = {13, 5, 0, 1};
+
+static lf_case tiny(lf_mode mode, int k, bool causal)
+{
+    lf_case c = {.batch = 2, .n = 13, .lengths = NULL};
+    lf_attention_config_init(&c.cfg, 16, 2, 20, k);
+    c.cfg.mode = mode;
+    c.cfg.causal = causal;
+    if (causal && mode == LF_MODE_LINFORMER) c.cfg.proj_kind = LF_PROJ_MEAN_POOL;
+    return c;
+}
+
+static void expect_exact(const lf_case *c, const char *what)
+{
+    const double e = lf_case_run(ctx, c);
+    cr_expect_leq(e, TOL, "%s: relative error %.3g", what, e);
+}
+
+Test(gpu_path, linformer_fused_and_gemm)
+{
+    for (int path = LF_PATH_FUSED; path <= LF_PATH_GEMM; path++) {
+        lf_case c = tiny(LF_MODE_LINFORMER, 5, false);
+        c.cfg.path = (lf_path)path;
+        expect_exact(&c, path == LF_PATH_FUSED ? "fused path" : "gemm path");
+    }
+}
+
+/* k = 600 keys and values of d_head 8 take 38400 bytes: more than 32 KiB of
+ * local memory, so the GPU variant takes the GEMM path there. */
+Test(gpu_path, keys_past_local_memory_take_the_gemm_path)
+{
+    lf_case c = tiny(LF_MODE_LINFORMER, 600, false);
+    c.n = 9;
+    lf_attention *layer = NULL;
+    cr_assert_eq(lf_attention_create(ctx, &c.cfg, NULL, &layer), LF_OK, "%s", lf_context_last_error(ctx));
+    lf_attention_config got;
+    cr_assert_eq(lf_attention_config_get(layer, &got), LF_OK);
+    lf_attention_free(layer);
+    lf_device_info info;
+    cr_assert_eq(lf_context_device_info(ctx, &info), LF_OK);
+    if (info.type != LF_DEVICE_CPU && info.local_mem_bytes < 38400)
+        cr_expect_eq(got.path, LF_PATH_GEMM, "k 600 on %llu bytes of local memory", (unsigned long long)info.local_mem_bytes);
+    expect_exact(&c, "k 600");
+}
+
+Test(gpu_path, dense_and_flash_plain_and_causal)
+{
+    for (int m = LF_MODE_DENSE; m <= LF_MODE_FLASH; m++)
+        for (int causal = 0; causal <= 1; causal++) {
+            const lf_case c = tiny((lf_mode)m, 0, causal);
+            char what[64];
+            snprintf(what, sizeof what, "mode %s, causal %d", lf_mode_name(c.cfg.mode), causal);
+            expect_exact(&c, what);
+        }
+}
+
+Test(gpu_path, causal_pooled_linformer)
+{
+    static const lf_proj_kind kinds[] = {LF_PROJ_MEAN_POOL, LF_PROJ_MAX_POOL, LF_PROJ_CONV};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        lf_case c = tiny(LF_MODE_LINFORMER, 4, true); /* windows of 5 */
+        c.cfg.proj_kind = kinds[i];
+        expect_exact(&c, "causal Linformer");
+    }
+}
+
+Test(gpu_path, one_kv_head_and_share_kv)
+{
+    for (int share_kv = 0; share_kv <= 1; share_kv++)
+        for (int path = LF_PATH_FUSED; path <= LF_PATH_GEMM; path++) {
+            lf_case c = tiny(LF_MODE_LINFORMER, 5, false);
+            c.cfg.kv_heads = 1, c.cfg.share_kv = share_kv, c.cfg.path = (lf_path)path;
+            expect_exact(&c, share_kv ? "share_kv, one kv head" : "one kv head");
+        }
+}
+
+Test(gpu_path, mixed_lengths_match_alone)
+{
+    static const struct { lf_mode mode; bool causal; } modes[] = {
+        {LF_MODE_LINFORMER, false}, {LF_MODE_LINFORMER, true}, {LF_MODE_DENSE, false}, {LF_MODE_FLASH, true}};
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        lf_case c = tiny(modes[i].mode, 5, modes[i].causal);
+        c.batch = 4, c.lengths = mixed;
+        expect_exact(&c, "mixed lengths");
+        const double d = lf_case_batch_vs_alone(ctx, &c);
+        cr_expect_leq(d, 1e-6, "mode %s causal %d: a sequence in a batch differs from itself alone by %.3g",
+                      lf_mode_name(c.cfg.mode), modes[i].causal, d);
+    }
+}

@@ -1,0 +1,67 @@
+/*
+ * test_kernel_builds.c - every kernel of cl/, with each set of build options
+ * its launcher uses, compiles from source without a warning or an error in
+ * its build log (a warning a driver prints reaches the user's terminal), at
+ * OpenCL C 1.2.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "internal.h"
+
+static lf_context *ctx;
+static void setup(void)
+{
+    setenv("LINFORMER_CACHE_DIR", "off", 1); /* a cached binary has no log to read */
+    ctx = lf_test_context();
+}
+static void teardown(void) { lf_context_free(ctx); }
+TestSuite(kernel_builds, .init = setup, .fini = teardown, .timeout = 900);
+
+static void build(const char *file, const char *kernel, const char *options)
+{
+    cl_kernel k = NULL;
+    cr_assert_eq(lf__kernel(ctx, file, options, kernel, &k), LF_OK, "%s %s: %s", file, options,
+                 lf_context_last_error(ctx));
+}
+
+Test(kernel_builds, no_build_log_has_a_warning)
+{
+    char opts[160];
+    for (int qb = 1; qb <= 16; qb += 15)
+        for (int causal = 0; causal <= 1; causal++)
+            for (int dh = 5; dh <= 64; dh += 59) { /* vectors of 1 and of 4 */
+                snprintf(opts, sizeof opts, "-DDH=%d -DTK=%d -DVW=%d -DCAUSAL=%d -DQB=%d -DTQ=%d", dh, qb > 1 ? 32 : 8,
+                         dh % 4 ? 1 : 4, causal, qb, qb > 1 ? 8 : 64);
+                build("attention.cl", "attention_tiled", opts);
+            }
+    build("softmax.cl", "softmax_rows", " -DWG=256");
+    build("layernorm.cl", "layernorm_rows", " -DWG=128");
+    build("elementwise.cl", "bias_rows", "");
+    build("embedding.cl", "embed_tokens", "");
+    for (int max = 0; max <= 1; max++) {
+        snprintf(opts, sizeof opts, "-DWINDOW_MAX=%d", max);
+        build("seq_project.cl", "seq_project_window", opts);
+    }
+    for (int act = 0; act <= 3; act++)
+        for (int glu = 0; glu <= 1; glu++) {
+            snprintf(opts, sizeof opts, "-DACT=%d -DGLU=%d", act, glu);
+            build("activation.cl", "bias_act", opts);
+        }
+    cr_expect_eq(lf__programs_check_logs(ctx), LF_OK, "%s", lf_context_last_error(ctx));
+}
+
+/* The kernels are held to OpenCL C 1.2 on a device that compiles it, and the
+ * option is part of what the disk cache keys on. */
+Test(kernel_builds, built_as_opencl_c_1_2)
+{
+    char version[128] = "", opts[256];
+    clGetDeviceInfo(ctx->device, CL_DEVICE_OPENCL_C_VERSION, sizeof version, version, NULL);
+    lf__build_options(ctx, "-DX=1", opts, sizeof opts);
+    int major = 0, minor = 0;
+    cr_assert_eq(sscanf(version, "OpenCL C %d.%d", &major, &minor), 2, "%s", version);
+    cr_expect_str_eq(opts, major * 10 + minor >= 12 ? "-cl-std=CL1.2 -DX=1" : "-DX=1", "%s: %s", version, opts);
+}
