@@ -158,11 +158,27 @@ typedef struct lf_context lf_context;
  * message goes to errbuf (may be NULL).
  * Kernels are cached on disk under LINFORMER_CACHE_DIR (default
  * $XDG_CACHE_HOME/linformer or ~/.cache/linformer; "off" disables the cache).
- * LINFORMER_KERNEL_DIR, when set, loads the kernel sources from that folder
- * instead of the copies built into the library.
+ * A folder that is not the user's own (its owner is not the effective user,
+ * root included) or that its group or others may write is not used: every
+ * kernel is then compiled and nothing is read or written there (a binary
+ * planted in it would run on the device). An entry in the folder that is
+ * another user's or writable by group or others is ignored and rewritten.
+ * lf_kernel_cache_dir says which holds. LINFORMER_KERNEL_DIR, when set, loads
+ * the kernel sources from that folder instead of the copies built into the
+ * library.
  */
 LF_API lf_status lf_context_create(const char *selector, lf_context **out, char *errbuf,
                                    size_t errbuf_size);
+
+/*
+ * The kernel cache as contexts created now use it, from the environment: LF_OK
+ * and the folder's path in `out` (created if missing), or, when kernels will
+ * not be cached, why in `out`: LF_ERR_UNSUPPORTED for LINFORMER_CACHE_DIR=off,
+ * LF_ERR_IO when there is no usable folder (no variable to find it from, not a
+ * folder, not writable, another user's or writable by group or others).
+ * LF_ERR_ARGUMENT when out is NULL or size 0.
+ */
+LF_API lf_status lf_kernel_cache_dir(char *out, size_t size);
 
 /*
  * Wraps a host application's own context and in-order queue (retained, released
