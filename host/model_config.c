@@ -2,7 +2,7 @@
  * model_config.c - a loaded model's configs: sizes from the tensors' shapes
  * (every shape checked against them), per layer; what shapes cannot say from
  * the caller's options or the file's __metadata__ ("heads", "activation",
- * "norm", "eps", "padding_idx", "embed_scale"), which must agree.
+ * "norm", "eps", "padding_idx", "embed_scale", "causal"), which must agree.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -81,6 +81,19 @@ static lf_status head_count(const lf_source *s, int given, int *heads)
     *heads = given ? given : (int)v;
     if (!*heads) return FAIL(LF_ERR_ARGUMENT, "%s: the head count is neither given nor in __metadata__ \"heads\"", s->path);
     return LF_OK;
+}
+
+/* __metadata__ "causal", read as lf_attention_load reads it: "1" cannot be
+ * honoured, as a model's layers project with learned E, F (a causal
+ * Linformer needs windows: see linformer.h), so it is refused. */
+static lf_status causal(const lf_source *s)
+{
+    long v = 0;
+    LF_TRY(meta_int(s, "causal", 0, 1, &v));
+    if (!v) return LF_OK;
+    return FAIL(LF_ERR_UNSUPPORTED, "%s: __metadata__ \"causal\" is \"1\", but causal Linformer needs compressed slots "
+                                    "with local support (pooling or convolution windows), and a model's layers project "
+                                    "with learned matrices E, F that mix every position", s->path);
 }
 
 /* ---- Each layer ---- */
@@ -234,6 +247,7 @@ lf_status lf__model_source_config(lf_source *s, const lf_model_options *opts, lf
     memset(cfg, 0, sizeof *cfg);
     int heads, act = 0, norm = 0;
     LF_TRY(head_count(s, opts->heads, &heads));
+    LF_TRY(causal(s));
     LF_TRY(choice(s, "activation", opts->activation, LF_ACT_GELU, parse_act, act_name, &act));
     LF_TRY(choice(s, "norm", opts->norm, s->fairseq ? LF_NORM_POST : LF_NORM_PRE, parse_norm, norm_name, &norm));
     cfg->info.layout = s->fairseq ? "fairseq" : "lucidrains";

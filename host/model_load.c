@@ -130,22 +130,33 @@ static void layer_name(const lf_source *s, int layer, const char *suffix, char *
     snprintf(out, size, "%slayers.%d.%s", s->base, layer, suffix);
 }
 
-/* Whether a tensor under the stem is one of the layout's. */
+/* The layer of a name "BASE layers.{i}." as layer_name writes it (no
+ * leading zeros), -1 for another name; *rest gets what follows. */
+static int layer_of(const lf_source *s, const char *name, const char **rest)
+{
+    if (!starts_with(name, s->base) || !starts_with(name + strlen(s->base), "layers.")) return -1;
+    const char *p = name + strlen(s->base) + strlen("layers.");
+    if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] != '.')) return -1;
+    long i = 0;
+    for (; *p >= '0' && *p <= '9' && i < s->layers; p++) i = i * 10 + (*p - '0');
+    if (*p != '.' || i >= s->layers) return -1;
+    *rest = p + 1;
+    return (int)i;
+}
+
+/* Whether a tensor under the stem is one of the layout's: one pass over the
+ * roles, never over the layers, so loading stays linear in the depth. */
 static bool known(const lf_source *s, const char *name)
 {
-    char full[LF_NAME_MAX + 128];
     const lf_role *roles;
     size_t count;
     model_roles(s, &roles, &count);
-    for (size_t r = 0; r < count; r++) {
-        snprintf(full, sizeof full, "%s%s", s->stem, roles[r].suffix);
-        if (!strcmp(name, full)) return true;
-    }
-    for (int i = 0; i < s->layers; i++)
-        for (int r = 0; r < LF_R_COUNT; r++) {
-            layer_name(s, i, layer_roles(s)[r].suffix, full, sizeof full);
-            if (!strcmp(name, full)) return true;
-        }
+    const char *rest = name + strlen(s->stem);
+    for (size_t r = 0; r < count; r++)
+        if (!strcmp(rest, roles[r].suffix)) return true;
+    if (layer_of(s, name, &rest) < 0) return false;
+    for (int r = 0; r < LF_R_COUNT; r++)
+        if (!strcmp(rest, layer_roles(s)[r].suffix)) return true;
     return false;
 }
 

@@ -602,6 +602,9 @@ typedef struct lf_model lf_model;
  * layernorm_embedding and layer_norm where present). opts may be NULL.
  * An unrecognised layout is LF_ERR_FORMAT, naming what was found and what
  * was expected. Per-layer k comes from each layer's projection shapes.
+ * __metadata__ "causal" is read as lf_attention_load reads it: "0" or absent
+ * loads; "1" is LF_ERR_UNSUPPORTED (the layers' learned E, F mix every
+ * position, see causal attention above); another value is LF_ERR_FORMAT.
  */
 LF_API lf_status lf_model_load(lf_context *ctx, const char *path, const lf_model_options *opts,
                                lf_model **out);

@@ -1,0 +1,136 @@
+/*
+ * test_model_load.c - lf_model_load on generated files: a model thousands of
+ * layers deep loads (the tensor lookup is linear in the depth) and matches
+ * the reference; __metadata__ "causal" is read as the layer loader reads it;
+ * files the loader cannot serve are refused with messages that name the
+ * tensor, the layout or the feature.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include "model_case.h"
+#include "reference_model.h"
+
+static lf_context *ctx;
+static char dir[64];
+static void setup(void)
+{
+    ctx = lf_test_context();
+    lf_test_make_dir(dir, "model-load");
+}
+static void teardown(void)
+{
+    lf_context_free(ctx);
+    lf_test_remove_dir(dir);
+}
+TestSuite(model_load, .init = setup, .fini = teardown, .timeout = 900);
+
+/* ---- A deep lucidrains Linformer whose layers all hold the same weights ---- */
+
+enum { D = 4, N = 5, K = 2, FF = 6, ROLES = 14 };
+
+typedef struct {
+    float ln_g[D], ln_b[D], wq[D * D], wk[D * D], wv[D * D], pk[N * K], pv[N * K], wo[D * D], bo[D];
+    float w1[FF * D], b1[FF], w2[D * FF], b2[D];
+    float e[K * N], f[K * N]; /* proj_k, proj_v transposed, for the reference */
+} layer_weights;
+
+static void write_deep(const char *path, int layers, layer_weights *w, const char *causal)
+{
+    uint64_t rng = lf_test_seed();
+    lf_test_fill((float *)w, sizeof *w / sizeof(float), &rng, -0.3f, 0.3f);
+    for (int i = 0; i < D; i++) w->ln_g[i] += 1.0f;
+    for (int r = 0; r < N; r++)
+        for (int c = 0; c < K; c++) w->e[c * N + r] = w->pk[r * K + c], w->f[c * N + r] = w->pv[r * K + c];
+    static const int64_t vec[] = {D}, sq[] = {D, D}, sp[] = {N, K}, s1[] = {FF, D}, sb1[] = {FF}, s2[] = {D, FF};
+    const struct { const char *suffix; const int64_t *shape; int ndim; const float *data; } roles[ROLES] = {
+        {"0.norm.weight", vec, 1, w->ln_g},     {"0.norm.bias", vec, 1, w->ln_b},   {"0.fn.to_q.weight", sq, 2, w->wq},
+        {"0.fn.to_k.weight", sq, 2, w->wk},     {"0.fn.to_v.weight", sq, 2, w->wv}, {"0.fn.proj_k", sp, 2, w->pk},
+        {"0.fn.proj_v", sp, 2, w->pv},          {"0.fn.to_out.weight", sq, 2, w->wo},
+        {"0.fn.to_out.bias", vec, 1, w->bo},    {"1.norm.weight", vec, 1, w->ln_g}, {"1.norm.bias", vec, 1, w->ln_b},
+        {"1.fn.w1.weight", s1, 2, w->w1},       {"1.fn.w1.bias", sb1, 1, w->b1},    {"1.fn.w2.weight", s2, 2, w->w2}};
+    const size_t count = (size_t)layers * ROLES;
+    st_tensor *t = malloc(count * sizeof *t);
+    char *names = malloc(count * 48);
+    for (int i = 0; i < layers; i++)
+        for (int r = 0; r < ROLES; r++) {
+            char *name = names + ((size_t)i * ROLES + r) * 48;
+            snprintf(name, 48, "net.layers.%d.%s", i, roles[r].suffix);
+            t[i * ROLES + r] = (st_tensor){name, ST_F32, roles[r].ndim, roles[r].shape, roles[r].data};
+        }
+    const char *meta[] = {"heads", "1", "causal", causal};
+    char msg[512];
+    cr_assert_eq(st_save(path, t, count, meta, causal ? 2 : 1, NULL, 0, msg, sizeof msg), 0, "%s", msg);
+    free(t), free(names);
+}
+
+Test(model_load, thousands_of_layers_load_and_match_the_reference)
+{
+    enum { LAYERS = 2000, BATCH = 2 };
+    char path[128];
+    snprintf(path, sizeof path, "%s/deep.safetensors", dir);
+    static layer_weights w;
+    write_deep(path, LAYERS, &w, NULL);
+    lf_model *m = NULL;
+    cr_assert_eq(lf_model_load(ctx, path, NULL, &m), LF_OK, "%s", lf_context_last_error(ctx));
+    lf_model_info info;
+    cr_assert_eq(lf_model_info_get(m, &info), LF_OK);
+    cr_expect_eq(info.layers, LAYERS);
+
+    lf_ref_layer *L = calloc(LAYERS, sizeof *L);
+    for (int i = 0; i < LAYERS; i++) {
+        lf_attention_config_init(&L[i].attn, D, 1, N, K);
+        L[i].attn.bias_q = L[i].attn.bias_k = L[i].attn.bias_v = 0;
+        lf_ref_resolve(&L[i].attn);
+        L[i].w = (lf_ref_weights){.wq = w.wq, .wk = w.wk, .wv = w.wv, .wo = w.wo, .bo = w.bo, .e = w.e, .f = w.f};
+        L[i].ln1_g = L[i].ln2_g = w.ln_g, L[i].ln1_b = L[i].ln2_b = w.ln_b;
+        L[i].w1 = w.w1, L[i].b1 = w.b1, L[i].w2 = w.w2; /* no b2 */
+    }
+    const lf_ref_model ref = {.kind = LF_MODEL_ENCODER, .layers = LAYERS, .d_model = D, .d_ff = FF,
+                              .norm = LF_NORM_PRE, .act = LF_ACT_GELU, .eps = 1e-5, .layer = L, .embed_scale = 1.0};
+    uint64_t rng = lf_test_seed();
+    float x[BATCH * N * D], y[BATCH * N * D];
+    double want[BATCH * N * D];
+    const int32_t lens[BATCH] = {N, 3};
+    lf_test_fill(x, BATCH * N * D, &rng, -1, 1);
+    lf_test_poison(y, BATCH * N * D);
+    cr_assert_eq(lf_model_forward(m, x, NULL, y, BATCH, N, lens), LF_OK, "%s", lf_context_last_error(ctx));
+    lf_ref_model_forward(&ref, x, NULL, BATCH, N, lens, want);
+    const double e = lf_test_rel_err(y, want, BATCH * N * D);
+    cr_expect_leq(e, 1e-4, "%d layers: relative error %.3g", LAYERS, e);
+    free(L);
+    lf_model_free(m);
+}
+
+/* The message of a refused load names every part. */
+static void expect_refused(const char *path, const lf_model_options *opts, lf_status want, const char *const *parts)
+{
+    lf_model *m = (lf_model *)1;
+    const lf_status st = lf_model_load(ctx, path, opts, &m);
+    cr_expect_eq(st, want, "%s: got %s: %s", path, lf_status_string(st), lf_context_last_error(ctx));
+    cr_expect_null(m, "*out is not NULL after a failure");
+    for (; *parts; parts++)
+        cr_expect(strstr(lf_context_last_error(ctx), *parts), "message \"%s\" lacks \"%s\"", lf_context_last_error(ctx),
+                  *parts);
+}
+
+/* "causal" as lf_attention_load reads it: "0" loads, a value outside 0, 1
+ * is malformed, and "1" cannot be honoured by learned projections. */
+Test(model_load, causal_metadata_is_read)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/causal.safetensors", dir);
+    static layer_weights w;
+    write_deep(path, 2, &w, "0");
+    lf_model *m = NULL;
+    cr_expect_eq(lf_model_load(ctx, path, NULL, &m), LF_OK, "%s", lf_context_last_error(ctx));
+    lf_model_free(m);
+    write_deep(path, 2, &w, "1");
+    expect_refused(path, NULL, LF_ERR_UNSUPPORTED, (const char *[]){path, "__metadata__ \"causal\" is \"1\"", "learned", NULL});
+    write_deep(path, 2, &w, "yes");
+    expect_refused(path, NULL, LF_ERR_FORMAT, (const char *[]){"\"causal\" is \"yes\"", NULL});
+}
