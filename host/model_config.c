@@ -214,6 +214,9 @@ static lf_status model_tensors(const lf_source *s, lf_model_spec *cfg)
     const int64_t V = m[LF_M_TOK] ? m[LF_M_TOK]->shape[0] : 0, P = m[LF_M_POS] ? m[LF_M_POS]->shape[0] : 0;
     if (V < 0 || V > (1 << 24) || P > (1 << 24))
         return FAIL(LF_ERR_FORMAT, "%s: the embeddings' sizes are out of range", s->path);
+    if (m[LF_M_TOK] && V == 0)
+        return FAIL(LF_ERR_FORMAT, "%s: tensor \"%s\" has 0 rows: a vocabulary needs at least one token", s->path,
+                    m[LF_M_TOK]->name);
     cfg->info.vocab = (int)V, cfg->positions = (int)P;
     LF_TRY(expect_shape(s, m[LF_M_TOK], V, D));
     LF_TRY(expect_shape(s, m[LF_M_POS], P, D));
@@ -238,6 +241,10 @@ static lf_status numbers(const lf_source *s, lf_model_spec *cfg)
     LF_TRY(meta_double(s, "embed_scale", &scale));
     LF_TRY(meta_int(s, "padding_idx", -1, 1 << 20, &padding));
     cfg->eps = (float)eps, cfg->embed_scale = (float)scale, cfg->pos_offset = (int)padding + 1;
+    const lf_st_tensor *pos = s->m[LF_M_POS];
+    if (pos && cfg->positions <= cfg->pos_offset)
+        return FAIL(LF_ERR_FORMAT, "%s: tensor \"%s\" has %d rows, but position 0 is row %d (padding_idx %ld + 1): "
+                                   "no row for any position", s->path, pos->name, cfg->positions, cfg->pos_offset, padding);
     return LF_OK;
 }
 

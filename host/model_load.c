@@ -84,9 +84,18 @@ static bool candidate(lf_source *s, const char *name, const char *prefix)
     return !prefix || strcmp(s->stem, prefix) == 0;
 }
 
+/* lucidrains' reversible=True stack: ReversibleSequence's blocks, f the attention, g the feed-forward. */
+static const char REVERSIBLE_PROBE[] = "net.blocks.0.f.net.fn.to_q.weight";
+
 /* No model in the file: say what is there and what was looked for. */
 static lf_status unrecognised(lf_source *s, const char *prefix)
 {
+    for (size_t i = 0; i < s->f->count; i++)
+        if (ends_with(s->f->tensors[i].name, REVERSIBLE_PROBE))
+            return lf__fail(s->ctx, LF_ERR_UNSUPPORTED,
+                            "%s: tensor \"%s\" is of lucidrains' reversible Linformer (reversible=True: "
+                            "\"net.blocks.{i}.f\" and \".g\"), which is not supported; the same model built with "
+                            "reversible=False is (\"%s\")", s->path, s->f->tensors[i].name, LUCID_PROBE);
     char found[600] = "";
     size_t used = 0;
     for (size_t i = 0; i < s->f->count && i < 6 && used < sizeof found; i++)
@@ -98,19 +107,34 @@ static lf_status unrecognised(lf_source *s, const char *prefix)
                     s->f->count, found, s->f->count > 6 ? ", ..." : "", LUCID_PROBE, LUCID_PROBE, FAIRSEQ_PROBE);
 }
 
+static const char *layout_name(const lf_source *s)
+{
+    return s->fairseq ? "fairseq's encoder" : s->lm ? "lucidrains' LinformerLM" : "lucidrains' Linformer";
+}
+
+/* Two models found: each by its layout and first tensor, and whether a prefix tells them apart. */
+static lf_status two_models(const lf_source *a, const char *a_name, const lf_source *b, const char *b_name)
+{
+    if (strcmp(a->stem, b->stem) == 0)
+        return lf__fail(a->ctx, LF_ERR_FORMAT, "%s: more than one model: %s at tensor \"%s\" and %s at \"%s\", both "
+                        "under the prefix \"%s\", which cannot tell them apart: convert them to separate files",
+                        a->path, layout_name(a), a_name, layout_name(b), b_name, a->stem);
+    return lf__fail(a->ctx, LF_ERR_FORMAT, "%s: more than one model: %s at tensor \"%s\" and %s at \"%s\"; choose "
+                    "one with the prefix \"%s\" or \"%s\"", a->path, layout_name(a), a_name, layout_name(b), b_name,
+                    a->stem, b->stem);
+}
+
 static lf_status find_layout(lf_source *s, const char *prefix)
 {
-    int found = 0;
+    const char *first_name = NULL;
     lf_source first = *s; /* small: its tensor tables are not filled yet */
     for (size_t i = 0; i < s->f->count; i++) {
         lf_source c = *s;
         if (!candidate(&c, s->f->tensors[i].name, prefix)) continue;
-        if (found++ == 0) first = c;
-        else
-            return lf__fail(s->ctx, LF_ERR_FORMAT, "%s: more than one model (under \"%s\" and \"%s\"): choose one with a prefix",
-                            s->path, first.stem, c.stem);
+        if (first_name) return two_models(&first, first_name, &c, s->f->tensors[i].name);
+        first = c, first_name = s->f->tensors[i].name;
     }
-    if (!found) return unrecognised(s, prefix);
+    if (!first_name) return unrecognised(s, prefix);
     *s = first;
     return LF_OK;
 }

@@ -134,3 +134,86 @@ Test(model_load, causal_metadata_is_read)
     write_deep(path, 2, &w, "yes");
     expect_refused(path, NULL, LF_ERR_FORMAT, (const char *[]){"\"causal\" is \"yes\"", NULL});
 }
+
+/* ---- Files that cannot be served, named as such ---- */
+
+static void set_rows(lf_builder *b, const char *name, int rows)
+{
+    for (size_t i = 0; i < b->count; i++)
+        if (!strcmp(b->name[i], name)) b->shape[i][0] = rows;
+}
+
+/* A fairseq token encoder with `tensor` cut to `rows` rows. */
+static void write_fairseq_cut(const char *path, const char *tensor, int rows)
+{
+    lf_builder b = {.rng = lf_test_seed()};
+    const lf_model_shape s = {.layers = 2, .D = 8, .heads = 2, .n = 9, .ff = 10, .vocab = 11, .k = {3}, .embeddings = true};
+    lf_ref_model ref;
+    lf_ref_layer L[2];
+    lf_fairseq_model(&b, "", &s, &ref, L);
+    set_rows(&b, tensor, rows);
+    const char *meta[] = {"heads", "2"};
+    lf_builder_write(&b, path, meta, 1);
+    lf_builder_free(&b);
+}
+
+Test(model_load, empty_vocabulary_and_missing_positions_name_the_tensor)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/cut.safetensors", dir);
+    write_fairseq_cut(path, "embed_tokens.weight", 0);
+    expect_refused(path, NULL, LF_ERR_FORMAT, (const char *[]){path, "\"embed_tokens.weight\" has 0 rows", NULL});
+    /* position 0 is row padding_idx + 1 = 2 */
+    write_fairseq_cut(path, "embed_positions.weight", 2);
+    expect_refused(path, NULL, LF_ERR_FORMAT,
+                   (const char *[]){path, "\"embed_positions.weight\" has 2 rows", "position 0 is row 2", NULL});
+    write_fairseq_cut(path, "embed_positions.weight", 0);
+    expect_refused(path, NULL, LF_ERR_FORMAT, (const char *[]){"\"embed_positions.weight\" has 0 rows", NULL});
+}
+
+Test(model_load, two_models_are_named_by_their_tensors)
+{
+    lf_builder b = {.rng = lf_test_seed()};
+    const lf_model_shape s = {.layers = 1, .D = 8, .heads = 2, .n = 9, .ff = 10, .k = {3}};
+    lf_ref_model ref;
+    lf_ref_layer L[1];
+    float *e_t[2];
+    lf_fairseq_model(&b, "", &s, &ref, L);
+    lf_lucid_model(&b, &s, &ref, L, e_t);
+    free(e_t[0]), free(e_t[1]);
+    char path[128];
+    snprintf(path, sizeof path, "%s/two.safetensors", dir);
+    const char *meta[] = {"heads", "2"};
+    lf_builder_write(&b, path, meta, 1);
+    lf_builder_free(&b);
+    expect_refused(path, NULL, LF_ERR_FORMAT,
+                   (const char *[]){"fairseq's encoder at tensor \"layers.0.self_attn.q_proj.weight\"",
+                                    "lucidrains' Linformer at \"net.layers.0.0.fn.to_q.weight\"", "cannot tell them apart",
+                                    NULL});
+}
+
+/* lucidrains' reversible=True: the same weights under ReversibleSequence's names. */
+Test(model_load, a_reversible_linformer_is_named)
+{
+    lf_builder b = {.rng = lf_test_seed()};
+    const lf_model_shape s = {.layers = 1, .D = 8, .heads = 2, .n = 9, .ff = 10, .k = {3}};
+    lf_ref_model ref;
+    lf_ref_layer L[1];
+    float *e_t[2];
+    lf_lucid_model(&b, &s, &ref, L, e_t);
+    free(e_t[0]), free(e_t[1]);
+    for (size_t i = 0; i < b.count; i++) { /* net.layers.0.0.X -> net.blocks.0.f.net.X, .1. -> .g.net. */
+        char rest[128];
+        const char *tail = b.name[i] + strlen("net.layers.0.0.");
+        snprintf(rest, sizeof rest, "%.120s", tail);
+        snprintf(b.name[i], sizeof b.name[i], "net.blocks.0.%s.net.%s", b.name[i][strlen("net.layers.0.")] == '0' ? "f" : "g",
+                 rest);
+    }
+    char path[128];
+    snprintf(path, sizeof path, "%s/reversible.safetensors", dir);
+    const char *meta[] = {"heads", "2"};
+    lf_builder_write(&b, path, meta, 1);
+    lf_builder_free(&b);
+    expect_refused(path, NULL, LF_ERR_UNSUPPORTED,
+                   (const char *[]){path, "\"net.blocks.0.f.net.fn.to_q.weight\"", "reversible", NULL});
+}
