@@ -35,8 +35,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* OpenCL as the includer finds it: the library needs only OpenCL 1.2, and
- * leaves CL_TARGET_OPENCL_VERSION to the application. */
+/* The library's API needs only OpenCL 1.2: that is the target unless the
+ * application chose one before including this header (define
+ * CL_TARGET_OPENCL_VERSION first to use newer OpenCL calls), so the OpenCL
+ * headers need not guess and say so at every include. */
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
 #if defined(__APPLE__) || defined(__MACOSX)
 #include <OpenCL/opencl.h>
 #else
@@ -191,7 +196,9 @@ LF_API lf_status lf_context_create_from_cl(cl_context context, cl_command_queue 
 
 LF_API void lf_context_free(lf_context *ctx);
 
-/* The message of the last failure on this context; "" when none. Never NULL. */
+/* The message of the last failure on this context; "" when none. Never NULL.
+ * A later successful call leaves it as it is: a call's status says whether it
+ * failed, the message then says why. */
 LF_API const char *lf_context_last_error(const lf_context *ctx);
 
 LF_API lf_status lf_context_device_info(const lf_context *ctx, lf_device_info *info);
