@@ -25,10 +25,12 @@ typedef struct {
     int bias_ff1, bias_ff2, head_bias;
     int emb_norm, final_norm; /* LayerNorm after the embeddings, after the last layer */
     int shared_k, shared_n;   /* the layerwise projection [k, n] when info.layerwise */
+    int reversible;           /* lucidrains' reversible stack (pre-norm): streams X1 = X2 = x, per layer
+                                 X1 += attn(LN1(X2)), X2 += ffn(LN2(X1)); then X = X1 + X2 */
 } lf_model_spec;
 
 /* The model's activations, besides the attention layers' workspace. */
-typedef enum { LF_A_X, LF_A_H, LF_A_A, LF_A_FF, LF_A_TOKENS, LF_A_IN, LF_A_OUT, LF_A_COUNT } lf_act_buf;
+typedef enum { LF_A_X, LF_A_H, LF_A_A, LF_A_FF, LF_A_TOKENS, LF_A_IN, LF_A_OUT, LF_A_X2, LF_A_COUNT } lf_act_buf;
 
 typedef struct {
     lf_plan plan;

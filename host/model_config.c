@@ -257,7 +257,10 @@ lf_status lf__model_source_config(lf_source *s, const lf_model_options *opts, lf
     LF_TRY(causal(s));
     LF_TRY(choice(s, "activation", opts->activation, LF_ACT_GELU, parse_act, act_name, &act));
     LF_TRY(choice(s, "norm", opts->norm, s->fairseq ? LF_NORM_POST : LF_NORM_PRE, parse_norm, norm_name, &norm));
+    if (s->reversible && norm != LF_NORM_PRE)
+        return FAIL(LF_ERR_UNSUPPORTED, "%s: a reversible stack's blocks are pre-norm, not %s", s->path, norm_name(norm));
     cfg->info.layout = s->fairseq ? "fairseq" : "lucidrains";
+    cfg->reversible = s->reversible;
     cfg->info.layers = s->layers, cfg->info.activation = (lf_activation)act, cfg->info.norm = (lf_norm)norm;
     for (int i = 0; i < s->layers; i++) {
         LF_TRY(layer_attention(s, i, heads, &attn[i]));

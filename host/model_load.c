@@ -53,6 +53,9 @@ static const lf_role fairseq_model[] = {
     {"compress_layer.weight", "shared_e", 2, false}};
 
 static const char LUCID_PROBE[] = "net.layers.0.0.fn.to_q.weight";
+/* lucidrains' reversible=True: ReversibleSequence's blocks, each the same two
+ * sub-layers as a layer's "0." and "1.", as "f.net." and "g.net.". */
+static const char REVERSIBLE_PROBE[] = "net.blocks.0.f.net.fn.to_q.weight";
 static const char FAIRSEQ_PROBE[] = "layers.0.self_attn.q_proj.weight";
 
 static bool starts_with(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
@@ -68,9 +71,11 @@ static bool ends_with(const char *s, const char *suffix)
 /* A model found at a probe's name: its layout, stem and layer base. */
 static bool candidate(lf_source *s, const char *name, const char *prefix)
 {
-    const bool lucid = ends_with(name, LUCID_PROBE), fair = ends_with(name, FAIRSEQ_PROBE);
+    const bool fair = ends_with(name, FAIRSEQ_PROBE), rev = ends_with(name, REVERSIBLE_PROBE);
+    const bool lucid = rev || ends_with(name, LUCID_PROBE);
     if (!lucid && !fair) return false;
-    const size_t stem_len = strlen(name) - strlen(lucid ? LUCID_PROBE : FAIRSEQ_PROBE);
+    s->reversible = rev;
+    const size_t stem_len = strlen(name) - strlen(rev ? REVERSIBLE_PROBE : lucid ? LUCID_PROBE : FAIRSEQ_PROBE);
     if (stem_len >= sizeof s->stem) return false;
     memcpy(s->stem, name, stem_len);
     s->stem[stem_len] = 0;
@@ -84,18 +89,9 @@ static bool candidate(lf_source *s, const char *name, const char *prefix)
     return !prefix || strcmp(s->stem, prefix) == 0;
 }
 
-/* lucidrains' reversible=True stack: ReversibleSequence's blocks, f the attention, g the feed-forward. */
-static const char REVERSIBLE_PROBE[] = "net.blocks.0.f.net.fn.to_q.weight";
-
 /* No model in the file: say what is there and what was looked for. */
 static lf_status unrecognised(lf_source *s, const char *prefix)
 {
-    for (size_t i = 0; i < s->f->count; i++)
-        if (ends_with(s->f->tensors[i].name, REVERSIBLE_PROBE))
-            return lf__fail(s->ctx, LF_ERR_UNSUPPORTED,
-                            "%s: tensor \"%s\" is of lucidrains' reversible Linformer (reversible=True: "
-                            "\"net.blocks.{i}.f\" and \".g\"), which is not supported; the same model built with "
-                            "reversible=False is (\"%s\")", s->path, s->f->tensors[i].name, LUCID_PROBE);
     char found[600] = "";
     size_t used = 0;
     for (size_t i = 0; i < s->f->count && i < 6 && used < sizeof found; i++)
@@ -109,7 +105,9 @@ static lf_status unrecognised(lf_source *s, const char *prefix)
 
 static const char *layout_name(const lf_source *s)
 {
-    return s->fairseq ? "fairseq's encoder" : s->lm ? "lucidrains' LinformerLM" : "lucidrains' Linformer";
+    if (s->fairseq) return "fairseq's encoder";
+    if (s->reversible) return s->lm ? "lucidrains' reversible LinformerLM" : "lucidrains' reversible Linformer";
+    return s->lm ? "lucidrains' LinformerLM" : "lucidrains' Linformer";
 }
 
 /* Two models found: each by its layout and first tensor, and whether a prefix tells them apart. */
@@ -149,17 +147,31 @@ static void model_roles(const lf_source *s, const lf_role **roles, size_t *count
     *count = s->fairseq ? sizeof fairseq_model / sizeof *fairseq_model : sizeof lucid_model / sizeof *lucid_model;
 }
 
+/* What follows the layer's index: "layers.{i}.", or a reversible block's
+ * "blocks.{i}." with a role's "0." and "1." as "f.net." and "g.net.". */
+static const char *stack_word(const lf_source *s) { return s->reversible ? "blocks." : "layers."; }
+
 static void layer_name(const lf_source *s, int layer, const char *suffix, char *out, size_t size)
 {
-    snprintf(out, size, "%slayers.%d.%s", s->base, layer, suffix);
+    if (s->reversible)
+        snprintf(out, size, "%sblocks.%d.%s.net.%s", s->base, layer, suffix[0] == '0' ? "f" : "g", suffix + 2);
+    else
+        snprintf(out, size, "%slayers.%d.%s", s->base, layer, suffix);
 }
 
-/* The layer of a name "BASE layers.{i}." as layer_name writes it (no
+/* Whether `rest`, what follows a layer's index, is a role's suffix as layer_name writes it. */
+static bool is_suffix(const lf_source *s, const char *rest, const char *suffix)
+{
+    if (!s->reversible) return strcmp(rest, suffix) == 0;
+    return starts_with(rest, suffix[0] == '0' ? "f.net." : "g.net.") && strcmp(rest + 6, suffix + 2) == 0;
+}
+
+/* The layer of a name "BASE layers.{i}." (or "blocks.{i}.") as layer_name writes it (no
  * leading zeros), -1 for another name; *rest gets what follows. */
 static int layer_of(const lf_source *s, const char *name, const char **rest)
 {
-    if (!starts_with(name, s->base) || !starts_with(name + strlen(s->base), "layers.")) return -1;
-    const char *p = name + strlen(s->base) + strlen("layers.");
+    if (!starts_with(name, s->base) || !starts_with(name + strlen(s->base), stack_word(s))) return -1;
+    const char *p = name + strlen(s->base) + strlen(stack_word(s));
     if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] != '.')) return -1;
     long i = 0;
     for (; *p >= '0' && *p <= '9' && i < s->layers; p++) i = i * 10 + (*p - '0');
@@ -180,7 +192,7 @@ static bool known(const lf_source *s, const char *name)
         if (!strcmp(rest, roles[r].suffix)) return true;
     if (layer_of(s, name, &rest) < 0) return false;
     for (int r = 0; r < LF_R_COUNT; r++)
-        if (!strcmp(rest, layer_roles(s)[r].suffix)) return true;
+        if (is_suffix(s, rest, layer_roles(s)[r].suffix)) return true;
     return false;
 }
 
@@ -209,9 +221,7 @@ static lf_status collect(lf_source *s)
         const char *t = s->f->tensors[i].name;
         if (starts_with(t, s->stem) && !known(s, t))
             return lf__fail(s->ctx, LF_ERR_FORMAT, "%s: unknown tensor \"%s\" (not part of %s)", s->path, t,
-                            s->fairseq ? "fairseq's Linformer encoder"
-                            : s->lm    ? "lucidrains' LinformerLM"
-                                       : "lucidrains' Linformer");
+                            layout_name(s));
     }
     for (int i = 0; i < s->layers; i++)
         for (int r = 0; r < LF_R_COUNT; r++) {

@@ -601,7 +601,9 @@ typedef struct lf_model lf_model;
 
 /*
  * Loads a model from a safetensors file in the state-dict names of
- * lucidrains' Linformer (net.layers.{i}.{0,1}.{norm,fn}.*) or LinformerLM
+ * lucidrains' Linformer (net.layers.{i}.{0,1}.{norm,fn}.*, or with
+ * reversible=True net.blocks.{i}.{f,g}.net.{norm,fn}.*: two streams x1 = x2 =
+ * x, x1 += attention(x2), x2 += feed-forward(x1), y = x1 + x2) or LinformerLM
  * (token_emb, pos_emb, linformer.net.layers..., to_logits), or of fairseq's
  * Linformer encoder (layers.{i}.self_attn.{q,k,v,out}_proj, compress_k,
  * compress_v, or one compress_layer for all layers, self_attn_layer_norm,

@@ -39,6 +39,8 @@ typedef struct {
     const float *emb_g, *emb_b;     /* LayerNorm after the embeddings, or NULL */
     const float *final_g, *final_b; /* LayerNorm after the last layer, or NULL */
     const float *logits_w, *logits_b; /* [vocab, D], [vocab] (LM) */
+    int reversible;                 /* lucidrains' reversible stack: streams x1 = x2 = the input,
+                                       x1 += attn(LN1(x2)), x2 += ffn(LN2(x1)); y = x1 + x2 */
 } lf_ref_model;
 
 /* y [batch, n, out] from x [batch, n, D] (encoder) or tokens [batch, n];

@@ -192,28 +192,50 @@ Test(model_load, two_models_are_named_by_their_tensors)
                                     NULL});
 }
 
-/* lucidrains' reversible=True: the same weights under ReversibleSequence's names. */
-Test(model_load, a_reversible_linformer_is_named)
+/* lucidrains' reversible=True: the same weights under ReversibleSequence's
+ * names, run as two streams (reference_model.c), forward and layer inputs. */
+Test(model_load, a_reversible_linformer_matches_the_reference)
 {
+    enum { LAYERS = 2, BATCH = 3, SEQ = 9, WIDTH = 8 };
     lf_builder b = {.rng = lf_test_seed()};
-    const lf_model_shape s = {.layers = 1, .D = 8, .heads = 2, .n = 9, .ff = 10, .k = {3}};
+    const lf_model_shape s = {.layers = LAYERS, .D = WIDTH, .heads = 2, .n = SEQ, .ff = 10, .k = {3, 4}};
     lf_ref_model ref;
-    lf_ref_layer L[1];
-    float *e_t[2];
+    lf_ref_layer L[LAYERS];
+    float *e_t[2 * LAYERS];
     lf_lucid_model(&b, &s, &ref, L, e_t);
-    free(e_t[0]), free(e_t[1]);
-    for (size_t i = 0; i < b.count; i++) { /* net.layers.0.0.X -> net.blocks.0.f.net.X, .1. -> .g.net. */
+    ref.reversible = 1;
+    for (size_t i = 0; i < b.count; i++) { /* net.layers.{i}.0.X -> net.blocks.{i}.f.net.X, .1. -> .g.net. */
+        int layer = 0, sub = 0, used = 0;
+        cr_assert_eq(sscanf(b.name[i], "net.layers.%d.%d.%n", &layer, &sub, &used), 2);
         char rest[128];
-        const char *tail = b.name[i] + strlen("net.layers.0.0.");
-        snprintf(rest, sizeof rest, "%.120s", tail);
-        snprintf(b.name[i], sizeof b.name[i], "net.blocks.0.%s.net.%s", b.name[i][strlen("net.layers.0.")] == '0' ? "f" : "g",
-                 rest);
+        snprintf(rest, sizeof rest, "%.120s", b.name[i] + used);
+        snprintf(b.name[i], sizeof b.name[i], "net.blocks.%d.%s.net.%s", layer, sub ? "g" : "f", rest);
     }
     char path[128];
     snprintf(path, sizeof path, "%s/reversible.safetensors", dir);
-    const char *meta[] = {"heads", "2"};
-    lf_builder_write(&b, path, meta, 1);
+    const char *meta[] = {"heads", "2", "activation", "relu"};
+    lf_builder_write(&b, path, meta, 2);
+    lf_model *m = NULL;
+    cr_assert_eq(lf_model_load(ctx, path, NULL, &m), LF_OK, "%s", lf_context_last_error(ctx));
+    float x[BATCH * SEQ * WIDTH], y[BATCH * SEQ * WIDTH];
+    double want[BATCH * SEQ * WIDTH];
+    const int32_t lens[BATCH] = {SEQ, 4, 7};
+    lf_test_fill(x, BATCH * SEQ * WIDTH, &b.rng, -1, 1);
+    lf_test_poison(y, BATCH * SEQ * WIDTH);
+    cr_assert_eq(lf_model_forward(m, x, NULL, y, BATCH, SEQ, lens), LF_OK, "%s", lf_context_last_error(ctx));
+    lf_ref_model_forward(&ref, x, NULL, BATCH, SEQ, lens, want);
+    double e = lf_test_rel_err(y, want, BATCH * SEQ * WIDTH);
+    cr_expect_leq(e, 1e-5, "reversible forward: relative error %.3g", e);
+    for (int layer = 0; layer < LAYERS; layer++) {
+        lf_test_poison(y, BATCH * SEQ * WIDTH);
+        cr_assert_eq(lf_model_layer_input(m, layer, x, NULL, y, BATCH, SEQ, lens), LF_OK, "%s", lf_context_last_error(ctx));
+        lf_ref_model_layer_input(&ref, layer, x, NULL, BATCH, SEQ, lens, want);
+        e = lf_test_rel_err(y, want, BATCH * SEQ * WIDTH);
+        cr_expect_leq(e, 1e-5, "layer %d's input: relative error %.3g", layer, e);
+    }
+    lf_model_free(m);
+    const lf_model_options post = {.norm = LF_NORM_POST};
+    expect_refused(path, &post, LF_ERR_UNSUPPORTED, (const char *[]){"reversible", "pre-norm", NULL});
+    for (int i = 0; i < 2 * LAYERS; i++) free(e_t[i]);
     lf_builder_free(&b);
-    expect_refused(path, NULL, LF_ERR_UNSUPPORTED,
-                   (const char *[]){path, "\"net.blocks.0.f.net.fn.to_q.weight\"", "reversible", NULL});
 }
