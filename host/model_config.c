@@ -210,7 +210,8 @@ static lf_status model_tensors(const lf_source *s, lf_model_spec *cfg)
                     s->stem, s->stem);
     if (m[LF_M_POS] && !m[LF_M_TOK])
         return FAIL(LF_ERR_FORMAT, "%s: tensor \"%s\" without token embeddings", s->path, m[LF_M_POS]->name);
-    cfg->info.kind = s->lm ? LF_MODEL_LM : m[LF_M_TOK] ? LF_MODEL_TOKEN_ENCODER : LF_MODEL_ENCODER;
+    const bool logits = s->lm || m[LF_M_HEAD_DENSE_W];
+    cfg->info.kind = logits ? LF_MODEL_LM : m[LF_M_TOK] ? LF_MODEL_TOKEN_ENCODER : LF_MODEL_ENCODER;
     const int64_t V = m[LF_M_TOK] ? m[LF_M_TOK]->shape[0] : 0, P = m[LF_M_POS] ? m[LF_M_POS]->shape[0] : 0;
     if (V < 0 || V > (1 << 24) || P > (1 << 24))
         return FAIL(LF_ERR_FORMAT, "%s: the embeddings' sizes are out of range", s->path);
@@ -223,6 +224,9 @@ static lf_status model_tensors(const lf_source *s, lf_model_spec *cfg)
     LF_TRY(expect_shape(s, m[LF_M_HEAD_W], V, D));
     LF_TRY(expect_shape(s, m[LF_M_HEAD_B], V, 0));
     cfg->head_bias = m[LF_M_HEAD_B] != NULL;
+    cfg->head_dense = m[LF_M_HEAD_DENSE_W] != NULL;
+    LF_TRY(expect_shape(s, m[LF_M_HEAD_DENSE_W], D, D));
+    for (int t = LF_M_HEAD_DENSE_B; t <= LF_M_HEAD_LN_B; t++) LF_TRY(expect_shape(s, m[t], D, 0));
     LF_TRY(pair(s, LF_M_EMB_G, LF_M_EMB_B, D, &cfg->emb_norm));
     LF_TRY(pair(s, LF_M_FINAL_G, LF_M_FINAL_B, D, &cfg->final_norm));
     if (s->layerwise) {

@@ -5,7 +5,8 @@
  *                         X += act(H W1^T + b1) W2^T + b2 (the GEMM adds into X)
  *              post-norm: A = attn(X); X = LN1(X + A); A = act(X W1^T + b1) W2^T + b2;
  *                         X = LN2(X + A)
- *   [-> LayerNorm] -> y = X, or logits = X Wh^T + bh; rows past each length 0.
+ *   [-> LayerNorm] -> y = X, or logits = X Wh^T + bh (fairseq's masked-LM head first
+ *   makes X = LN(act(X Wd^T + bd))); rows past each length 0.
  * A reversible stack (lucidrains) runs pre-norm on two streams, X1 = X and X2,
  * both the input: X1 += attn(LN1(X2)), X2 += ffn(LN2(X1)); X = X1 + X2 at the end.
  * Every layer's attention runs in the model's one workspace; the lengths are
@@ -124,6 +125,22 @@ static lf_status join_streams(const lf_run *r)
     return layernorm(r, act(r, LF_A_X), act(r, LF_A_X2), act(r, LF_A_H), L->t[LF_L_LN1_G], L->t[LF_L_LN1_B], true);
 }
 
+/* fairseq's masked-LM head before its logits: *X becomes H = LN(act(X Wd^T + bd)). */
+static lf_status head_transform(const lf_run *r, cl_mem *X)
+{
+    lf_model *m = r->m;
+    const size_t D = m->cfg.info.d_model;
+    cl_mem H = act(r, LF_A_H);
+    lf_gemm_args g = {.trans_b = true, .m = r->rows, .n = D, .k = D, .alpha = 1.0f, .a = *X, .lda = D,
+                      .b = m->m[LF_M_HEAD_DENSE_W], .ldb = D, .c = H, .ldc = D, .seq_rows = r->n, .what = "gemm head"};
+    LF_TRY(lf__gemm(m->ctx, &g, &m->tl));
+    const lf_bias_act_args ba = {.y = H, .ld = (int)D, .cols = (int)D, .rows = (int)r->rows,
+                                 .bias = m->m[LF_M_HEAD_DENSE_B], .has_bias = 1, .act = m->cfg.info.activation};
+    LF_TRY(lf__launch_bias_act(m->ctx, &ba, &m->tl));
+    *X = H;
+    return layernorm(r, H, NULL, H, m->m[LF_M_HEAD_LN_G], m->m[LF_M_HEAD_LN_B], false);
+}
+
 /* y = X, or the logits; rows past each length 0. */
 static lf_status output(const lf_run *r, cl_mem y)
 {
@@ -135,6 +152,7 @@ static lf_status output(const lf_run *r, cl_mem y)
     if (c->final_norm) LF_TRY(layernorm(r, X, NULL, X, m->m[LF_M_FINAL_G], m->m[LF_M_FINAL_B], false));
     const bool lm = c->info.kind == LF_MODEL_LM;
     const size_t width = lm ? V : D;
+    if (lm && c->head_dense) LF_TRY(head_transform(r, &X));
     if (lm) {
         lf_gemm_args g = {.trans_b = true, .m = r->rows, .n = V, .k = D, .alpha = 1.0f, .a = X, .lda = D,
                           .b = m->m[LF_M_HEAD_W], .ldb = D, .c = y, .ldc = V, .seq_rows = r->n,

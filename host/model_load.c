@@ -52,6 +52,13 @@ static const lf_role fairseq_model[] = {
     {"layer_norm.weight", "final_ln_g", 1, false},   {"layer_norm.bias", "final_ln_b", 1, false},
     {"compress_layer.weight", "shared_e", 2, false}};
 
+/* fairseq's RobertaLMHead, "lm_head." beside an encoder at "...sentence_encoder.": its
+ * logits weight is usually tied to embed_tokens and then may be absent. */
+static const lf_role fairseq_head[] = {
+    {"dense.weight", "head_dense_w", 2, true},   {"dense.bias", "head_dense_b", 1, true},
+    {"layer_norm.weight", "head_ln_g", 1, true}, {"layer_norm.bias", "head_ln_b", 1, true},
+    {"weight", "head_w", 2, false},              {"bias", "head_b", 1, false}};
+
 static const char LUCID_PROBE[] = "net.layers.0.0.fn.to_q.weight";
 /* lucidrains' reversible=True: ReversibleSequence's blocks, each the same two
  * sub-layers as a layer's "0." and "1.", as "f.net." and "g.net.". */
@@ -210,6 +217,35 @@ static lf_status get(const lf_source *s, const char *name, const lf_role *role, 
     return LF_OK;
 }
 
+/* The model's own tensors, stem + each role's suffix, into s->m. */
+static lf_status collect_model(lf_source *s, const char *stem, const lf_role *roles, size_t count)
+{
+    char name[LF_NAME_MAX + 128];
+    for (size_t r = 0; r < count; r++) {
+        snprintf(name, sizeof name, "%s%s", stem, roles[r].suffix);
+        const lf_st_tensor *t;
+        LF_TRY(get(s, name, &roles[r], &t));
+        for (int m = 0; t && m < LF_M_COUNT; m++)
+            if (!strcmp(roles[r].weight, lf__model_tensor_name(m))) s->m[m] = t;
+    }
+    return LF_OK;
+}
+
+/* fairseq's masked-LM head beside a token encoder ("X.sentence_encoder." and
+ * "X.lm_head."), where its dense layer is there: then the model gives logits. */
+static lf_status collect_head(lf_source *s)
+{
+    static const char encoder[] = "sentence_encoder.";
+    if (!s->fairseq || !s->m[LF_M_TOK] || !ends_with(s->stem, encoder)) return LF_OK;
+    char stem[LF_NAME_MAX + 16], probe[LF_NAME_MAX + 64];
+    snprintf(stem, sizeof stem, "%.*slm_head.", (int)(strlen(s->stem) - strlen(encoder)), s->stem);
+    snprintf(probe, sizeof probe, "%s%s", stem, fairseq_head[0].suffix);
+    if (!lf_st_find(s->f, probe)) return LF_OK;
+    LF_TRY(collect_model(s, stem, fairseq_head, sizeof fairseq_head / sizeof *fairseq_head));
+    if (!s->m[LF_M_HEAD_W]) s->m[LF_M_HEAD_W] = s->m[LF_M_TOK]; /* tied */
+    return LF_OK;
+}
+
 static lf_status collect(lf_source *s)
 {
     char name[LF_NAME_MAX + 128];
@@ -231,14 +267,8 @@ static lf_status collect(lf_source *s)
     const lf_role *roles;
     size_t count;
     model_roles(s, &roles, &count);
-    for (size_t r = 0; r < count; r++) {
-        snprintf(name, sizeof name, "%s%s", s->stem, roles[r].suffix);
-        const lf_st_tensor *t;
-        LF_TRY(get(s, name, &roles[r], &t));
-        for (int m = 0; t && m < LF_M_COUNT; m++)
-            if (!strcmp(roles[r].weight, lf__model_tensor_name(m))) s->m[m] = t;
-    }
-    return LF_OK;
+    LF_TRY(collect_model(s, s->stem, roles, count));
+    return collect_head(s);
 }
 
 /* ---- Uploading ---- */

@@ -608,7 +608,12 @@ typedef struct lf_model lf_model;
  * Linformer encoder (layers.{i}.self_attn.{q,k,v,out}_proj, compress_k,
  * compress_v, or one compress_layer for all layers, self_attn_layer_norm,
  * fc1, fc2, final_layer_norm; embed_tokens, embed_positions,
- * layernorm_embedding and layer_norm where present). opts may be NULL.
+ * layernorm_embedding and layer_norm where present). A fairseq token encoder
+ * at "X.sentence_encoder." whose file also holds the masked-LM head
+ * "X.lm_head." (dense, layer_norm, bias, and weight or, tied, embed_tokens)
+ * is an LF_MODEL_LM: logits = LN(act(y Wd^T + bd)) W^T + b, with the model's
+ * activation; without "X.lm_head.dense.weight" the head is not read and the
+ * model gives y. opts may be NULL.
  * An unrecognised layout is LF_ERR_FORMAT, naming what was found and what
  * was expected. Per-layer k comes from each layer's projection shapes.
  * __metadata__ "causal" is read as lf_attention_load reads it: "0" or absent
@@ -658,7 +663,9 @@ LF_API lf_status lf_model_create(lf_context *ctx, const lf_model_config *cfg, co
  *     same around the feed-forward), "w1" [R, D], "b1" [R], "w2" [D, F], "b2" [D];
  *   layer -1, the model's: "tok" [V, D], "pos" [P, D], "emb_ln_g", "emb_ln_b",
  *     "final_ln_g", "final_ln_b" [D], "head_w" [V, D], "head_b" [V],
- *     "shared_e" [k, max_seq_len] (the layerwise projection E = F).
+ *     "shared_e" [k, max_seq_len] (the layerwise projection E = F); a fairseq
+ *     LM head loaded from a file also has "head_dense_w" [D, D] and
+ *     "head_dense_b", "head_ln_g", "head_ln_b" [D].
  */
 LF_API lf_status lf_model_set_weight(lf_model *model, int layer, const char *name, const float *data,
                                      size_t count);

@@ -133,6 +133,17 @@ void lf_ref_model_layer_input(const lf_ref_model *m, int stop, const float *x, c
     }
 }
 
+/* fairseq's LM head before its logits: h = LN(act(h Wd^T + bd)), in place. */
+static void head_transform(const lf_ref_model *m, double *h, int len)
+{
+    const int D = m->d_model;
+    double *mid = malloc((size_t)len * D * sizeof *mid);
+    linear(h, len, D, D, m->head_dense_w, m->head_dense_b, D, mid);
+    for (size_t i = 0; i < (size_t)len * D; i++) h[i] = lf_ref_activate(mid[i], m->act);
+    layernorm_rows(h, len, D, m->eps, m->head_ln_g, m->head_ln_b);
+    free(mid);
+}
+
 void lf_ref_model_forward(const lf_ref_model *m, const float *x, const int64_t *tokens, int batch, int n,
                           const int32_t *lengths, double *y)
 {
@@ -145,6 +156,7 @@ void lf_ref_model_forward(const lf_ref_model *m, const float *x, const int64_t *
         if (len == 0) continue;
         stream(m, m->layers, x, tokens, b, n, len, h);
         if (m->final_g) layernorm_rows(h, len, D, m->eps, m->final_g, m->final_b);
+        if (m->head_dense_w) head_transform(m, h, len);
         if (m->kind == LF_MODEL_LM) linear(h, len, D, D, m->logits_w, m->logits_b, m->vocab, yb);
         else memcpy(yb, h, (size_t)len * D * sizeof *yb);
     }

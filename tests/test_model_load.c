@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "internal.h"
 #include "model_case.h"
 #include "reference_model.h"
 
@@ -239,3 +240,51 @@ Test(model_load, a_reversible_linformer_matches_the_reference)
     for (int i = 0; i < 2 * LAYERS; i++) free(e_t[i]);
     lf_builder_free(&b);
 }
+
+/* ---- fairseq's masked-LM head ---- */
+
+/* A fairseq RoBERTa-style file: the encoder at "encoder.sentence_encoder.",
+ * its LM head at "encoder.lm_head." (logits weight tied to embed_tokens, or
+ * its own); the model gives logits that match the reference's. */
+static void expect_lm_head(bool tied)
+{
+    enum { LAYERS = 2, WIDTH = 12, VOCAB = 23, SEQ = 11, BATCH = 3 };
+    lf_builder b = {.rng = lf_test_seed()};
+    const lf_model_shape s = {.layers = LAYERS, .D = WIDTH, .heads = 3, .n = SEQ, .ff = 16, .vocab = VOCAB, .k = {4},
+                              .embeddings = true};
+    lf_ref_model ref;
+    lf_ref_layer L[LAYERS];
+    lf_fairseq_model(&b, "encoder.sentence_encoder.", &s, &ref, L);
+    ref.kind = LF_MODEL_LM;
+    ref.head_dense_w = lf_builder_add(&b, "encoder.lm_head.dense.weight", WIDTH, WIDTH, -0.4f, 0.4f);
+    ref.head_dense_b = lf_builder_add(&b, "encoder.lm_head.dense.bias", 0, WIDTH, -0.4f, 0.4f);
+    ref.head_ln_g = lf_builder_add(&b, "encoder.lm_head.layer_norm.weight", 0, WIDTH, 0.5f, 1.5f);
+    ref.head_ln_b = lf_builder_add(&b, "encoder.lm_head.layer_norm.bias", 0, WIDTH, -0.5f, 0.5f);
+    ref.logits_w = tied ? ref.tok : lf_builder_add(&b, "encoder.lm_head.weight", VOCAB, WIDTH, -1, 1);
+    ref.logits_b = lf_builder_add(&b, "encoder.lm_head.bias", 0, VOCAB, -0.5f, 0.5f);
+    char path[128];
+    snprintf(path, sizeof path, "%s/roberta.safetensors", dir);
+    const char *meta[] = {"heads", "3", "activation", "gelu"};
+    lf_builder_write(&b, path, meta, 2);
+    lf_model *m = NULL;
+    cr_assert_eq(lf_model_load(ctx, path, NULL, &m), LF_OK, "%s", lf_context_last_error(ctx));
+    lf_model_info info;
+    cr_assert_eq(lf_model_info_get(m, &info), LF_OK);
+    cr_expect_eq(info.kind, LF_MODEL_LM, "a fairseq encoder with its LM head is a %s", lf_model_kind_name(info.kind));
+    cr_expect_eq(info.vocab, VOCAB);
+    int64_t tokens[BATCH * SEQ];
+    for (int i = 0; i < BATCH * SEQ; i++) tokens[i] = (int64_t)(lf__rand_next(&b.rng) % VOCAB);
+    const int32_t lens[BATCH] = {SEQ, 6, 1};
+    static float y[BATCH * SEQ * VOCAB];
+    static double want[BATCH * SEQ * VOCAB];
+    lf_test_poison(y, BATCH * SEQ * VOCAB);
+    cr_assert_eq(lf_model_forward(m, NULL, tokens, y, BATCH, SEQ, lens), LF_OK, "%s", lf_context_last_error(ctx));
+    lf_ref_model_forward(&ref, NULL, tokens, BATCH, SEQ, lens, want);
+    const double e = lf_test_rel_err(y, want, BATCH * SEQ * VOCAB);
+    cr_expect_leq(e, 1e-5, "%s logits: relative error %.3g", tied ? "tied" : "own", e);
+    lf_model_free(m);
+    lf_builder_free(&b);
+}
+
+Test(model_load, fairseq_lm_head_tied_gives_logits) { expect_lm_head(true); }
+Test(model_load, fairseq_lm_head_of_its_own_gives_logits) { expect_lm_head(false); }
