@@ -107,16 +107,17 @@ Test(model_load, thousands_of_layers_load_and_match_the_reference)
     lf_model_free(m);
 }
 
-/* The message of a refused load names every part. */
-static void expect_refused(const char *path, const lf_model_options *opts, lf_status want, const char *const *parts)
+/* Writes the builder's tensors to a file of the test's folder (its path in
+ * `path`), with heads and activation in __metadata__, and loads the model. */
+static lf_model *write_and_load(lf_builder *b, const char *file, const char *heads, const char *activation, char *path,
+                                size_t size)
 {
-    lf_model *m = (lf_model *)1;
-    const lf_status st = lf_model_load(ctx, path, opts, &m);
-    cr_expect_eq(st, want, "%s: got %s: %s", path, lf_status_string(st), lf_context_last_error(ctx));
-    cr_expect_null(m, "*out is not NULL after a failure");
-    for (; *parts; parts++)
-        cr_expect(strstr(lf_context_last_error(ctx), *parts), "message \"%s\" lacks \"%s\"", lf_context_last_error(ctx),
-                  *parts);
+    snprintf(path, size, "%s/%s", dir, file);
+    const char *meta[] = {"heads", heads, "activation", activation};
+    lf_builder_write(b, path, meta, 2);
+    lf_model *m = NULL;
+    cr_assert_eq(lf_model_load(ctx, path, NULL, &m), LF_OK, "%s: %s", path, lf_context_last_error(ctx));
+    return m;
 }
 
 /* "causal" as lf_attention_load reads it: "0" loads, a value outside 0, 1
@@ -131,9 +132,9 @@ Test(model_load, causal_metadata_is_read)
     cr_expect_eq(lf_model_load(ctx, path, NULL, &m), LF_OK, "%s", lf_context_last_error(ctx));
     lf_model_free(m);
     write_deep(path, 2, &w, "1");
-    expect_refused(path, NULL, LF_ERR_UNSUPPORTED, (const char *[]){path, "__metadata__ \"causal\" is \"1\"", "learned", NULL});
+    lf_expect_load_refused(ctx, path, NULL, LF_ERR_UNSUPPORTED, (const char *[]){path, "__metadata__ \"causal\" is \"1\"", "learned", NULL});
     write_deep(path, 2, &w, "yes");
-    expect_refused(path, NULL, LF_ERR_FORMAT, (const char *[]){"\"causal\" is \"yes\"", NULL});
+    lf_expect_load_refused(ctx, path, NULL, LF_ERR_FORMAT, (const char *[]){"\"causal\" is \"yes\"", NULL});
 }
 
 /* ---- Files that cannot be served, named as such ---- */
@@ -163,13 +164,13 @@ Test(model_load, empty_vocabulary_and_missing_positions_name_the_tensor)
     char path[128];
     snprintf(path, sizeof path, "%s/cut.safetensors", dir);
     write_fairseq_cut(path, "embed_tokens.weight", 0);
-    expect_refused(path, NULL, LF_ERR_FORMAT, (const char *[]){path, "\"embed_tokens.weight\" has 0 rows", NULL});
+    lf_expect_load_refused(ctx, path, NULL, LF_ERR_FORMAT, (const char *[]){path, "\"embed_tokens.weight\" has 0 rows", NULL});
     /* position 0 is row padding_idx + 1 = 2 */
     write_fairseq_cut(path, "embed_positions.weight", 2);
-    expect_refused(path, NULL, LF_ERR_FORMAT,
+    lf_expect_load_refused(ctx, path, NULL, LF_ERR_FORMAT,
                    (const char *[]){path, "\"embed_positions.weight\" has 2 rows", "position 0 is row 2", NULL});
     write_fairseq_cut(path, "embed_positions.weight", 0);
-    expect_refused(path, NULL, LF_ERR_FORMAT, (const char *[]){"\"embed_positions.weight\" has 0 rows", NULL});
+    lf_expect_load_refused(ctx, path, NULL, LF_ERR_FORMAT, (const char *[]){"\"embed_positions.weight\" has 0 rows", NULL});
 }
 
 Test(model_load, two_models_are_named_by_their_tensors)
@@ -187,7 +188,7 @@ Test(model_load, two_models_are_named_by_their_tensors)
     const char *meta[] = {"heads", "2"};
     lf_builder_write(&b, path, meta, 1);
     lf_builder_free(&b);
-    expect_refused(path, NULL, LF_ERR_FORMAT,
+    lf_expect_load_refused(ctx, path, NULL, LF_ERR_FORMAT,
                    (const char *[]){"fairseq's encoder at tensor \"layers.0.self_attn.q_proj.weight\"",
                                     "lucidrains' Linformer at \"net.layers.0.0.fn.to_q.weight\"", "cannot tell them apart",
                                     NULL});
@@ -213,11 +214,7 @@ Test(model_load, a_reversible_linformer_matches_the_reference)
         snprintf(b.name[i], sizeof b.name[i], "net.blocks.%d.%s.net.%s", layer, sub ? "g" : "f", rest);
     }
     char path[128];
-    snprintf(path, sizeof path, "%s/reversible.safetensors", dir);
-    const char *meta[] = {"heads", "2", "activation", "relu"};
-    lf_builder_write(&b, path, meta, 2);
-    lf_model *m = NULL;
-    cr_assert_eq(lf_model_load(ctx, path, NULL, &m), LF_OK, "%s", lf_context_last_error(ctx));
+    lf_model *m = write_and_load(&b, "reversible.safetensors", "2", "relu", path, sizeof path);
     float x[BATCH * SEQ * WIDTH], y[BATCH * SEQ * WIDTH];
     double want[BATCH * SEQ * WIDTH];
     const int32_t lens[BATCH] = {SEQ, 4, 7};
@@ -236,7 +233,7 @@ Test(model_load, a_reversible_linformer_matches_the_reference)
     }
     lf_model_free(m);
     const lf_model_options post = {.norm = LF_NORM_POST};
-    expect_refused(path, &post, LF_ERR_UNSUPPORTED, (const char *[]){"reversible", "pre-norm", NULL});
+    lf_expect_load_refused(ctx, path, &post, LF_ERR_UNSUPPORTED, (const char *[]){"reversible", "pre-norm", NULL});
     for (int i = 0; i < 2 * LAYERS; i++) free(e_t[i]);
     lf_builder_free(&b);
 }
@@ -263,11 +260,7 @@ static void expect_lm_head(bool tied)
     ref.logits_w = tied ? ref.tok : lf_builder_add(&b, "encoder.lm_head.weight", VOCAB, WIDTH, -1, 1);
     ref.logits_b = lf_builder_add(&b, "encoder.lm_head.bias", 0, VOCAB, -0.5f, 0.5f);
     char path[128];
-    snprintf(path, sizeof path, "%s/roberta.safetensors", dir);
-    const char *meta[] = {"heads", "3", "activation", "gelu"};
-    lf_builder_write(&b, path, meta, 2);
-    lf_model *m = NULL;
-    cr_assert_eq(lf_model_load(ctx, path, NULL, &m), LF_OK, "%s", lf_context_last_error(ctx));
+    lf_model *m = write_and_load(&b, "roberta.safetensors", "3", "gelu", path, sizeof path);
     lf_model_info info;
     cr_assert_eq(lf_model_info_get(m, &info), LF_OK);
     cr_expect_eq(info.kind, LF_MODEL_LM, "a fairseq encoder with its LM head is a %s", lf_model_kind_name(info.kind));
