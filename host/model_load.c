@@ -252,6 +252,9 @@ static lf_status collect(lf_source *s)
     layer_name(s, 0, layer_roles(s)[LF_R_WQ].suffix, name, sizeof name);
     for (s->layers = 0; lf_st_find(s->f, name) && s->layers < LF_MAX_LAYERS;)
         layer_name(s, ++s->layers, layer_roles(s)[LF_R_WQ].suffix, name, sizeof name);
+    if (lf_st_find(s->f, name)) /* a layer past the last one counted */
+        return lf__fail(s->ctx, LF_ERR_UNSUPPORTED, "%s: more than %d layers (tensor \"%s\")", s->path, LF_MAX_LAYERS,
+                        name);
     if (!(s->t = calloc(s->layers, sizeof *s->t))) return lf__fail(s->ctx, LF_ERR_OUT_OF_MEMORY, "out of host memory");
     for (size_t i = 0; i < s->f->count; i++) {
         const char *t = s->f->tensors[i].name;

@@ -120,6 +120,16 @@ static lf_model *write_and_load(lf_builder *b, const char *file, const char *hea
     return m;
 }
 
+Test(model_load, more_layers_than_the_limit_are_refused_by_name)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/too-deep.safetensors", dir);
+    static layer_weights w;
+    write_deep(path, 4097, &w, NULL);
+    lf_expect_load_refused(ctx, path, NULL, LF_ERR_UNSUPPORTED,
+                           (const char *[]){"more than 4096 layers", "net.layers.4096.0.fn.to_q.weight", NULL});
+}
+
 /* "causal" as lf_attention_load reads it: "0" loads, a value outside 0, 1
  * is malformed, and "1" cannot be honoured by learned projections. */
 Test(model_load, causal_metadata_is_read)
