@@ -218,7 +218,9 @@ LF_API lf_status lf_context_finish(lf_context *ctx);
  * The default is "host" on CPU devices and "clblast" on the others; the
  * environment variable LINFORMER_GEMM=clblast|host overrides it (any other
  * value makes lf_context_create fail with LF_ERR_ARGUMENT). Both backends
- * are timed in the forward's profile. The host BLAS runs its own threads (by
+ * are timed in the forward's profile. On either backend a sequence's output
+ * bits do not depend on its batch-mates: a GEMM over the rows of a batch runs
+ * once per sequence, each of the same shape. The host BLAS runs its own threads (by
  * default one per core; OPENBLAS_NUM_THREADS sets them), and GEMMs of
  * contexts on different threads may run at once.
  * CLBlast's kernel parameters tuned by `linformer tune` for the device and
