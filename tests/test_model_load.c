@@ -40,7 +40,8 @@ typedef struct {
     float e[K * N], f[K * N]; /* proj_k, proj_v transposed, for the reference */
 } layer_weights;
 
-static void write_deep(const char *path, int layers, layer_weights *w, const char *causal)
+/* The first roles_per_layer tensors of each layer (ROLES for a whole model; to_q comes first). */
+static void write_deep(const char *path, int layers, int roles_per_layer, layer_weights *w, const char *causal)
 {
     uint64_t rng = lf_test_seed();
     lf_test_fill((float *)w, sizeof *w / sizeof(float), &rng, -0.3f, 0.3f);
@@ -49,19 +50,19 @@ static void write_deep(const char *path, int layers, layer_weights *w, const cha
         for (int c = 0; c < K; c++) w->e[c * N + r] = w->pk[r * K + c], w->f[c * N + r] = w->pv[r * K + c];
     static const int64_t vec[] = {D}, sq[] = {D, D}, sp[] = {N, K}, s1[] = {FF, D}, sb1[] = {FF}, s2[] = {D, FF};
     const struct { const char *suffix; const int64_t *shape; int ndim; const float *data; } roles[ROLES] = {
-        {"0.norm.weight", vec, 1, w->ln_g},     {"0.norm.bias", vec, 1, w->ln_b},   {"0.fn.to_q.weight", sq, 2, w->wq},
+        {"0.fn.to_q.weight", sq, 2, w->wq},     {"0.norm.bias", vec, 1, w->ln_b},   {"0.norm.weight", vec, 1, w->ln_g},
         {"0.fn.to_k.weight", sq, 2, w->wk},     {"0.fn.to_v.weight", sq, 2, w->wv}, {"0.fn.proj_k", sp, 2, w->pk},
         {"0.fn.proj_v", sp, 2, w->pv},          {"0.fn.to_out.weight", sq, 2, w->wo},
         {"0.fn.to_out.bias", vec, 1, w->bo},    {"1.norm.weight", vec, 1, w->ln_g}, {"1.norm.bias", vec, 1, w->ln_b},
         {"1.fn.w1.weight", s1, 2, w->w1},       {"1.fn.w1.bias", sb1, 1, w->b1},    {"1.fn.w2.weight", s2, 2, w->w2}};
-    const size_t count = (size_t)layers * ROLES;
+    const size_t count = (size_t)layers * roles_per_layer;
     st_tensor *t = malloc(count * sizeof *t);
     char *names = malloc(count * 48);
     for (int i = 0; i < layers; i++)
-        for (int r = 0; r < ROLES; r++) {
-            char *name = names + ((size_t)i * ROLES + r) * 48;
-            snprintf(name, 48, "net.layers.%d.%s", i, roles[r].suffix);
-            t[i * ROLES + r] = (st_tensor){name, ST_F32, roles[r].ndim, roles[r].shape, roles[r].data};
+        for (int r = 0; r < roles_per_layer; r++) {
+            const size_t at = (size_t)i * roles_per_layer + r;
+            snprintf(names + at * 48, 48, "net.layers.%d.%s", i, roles[r].suffix);
+            t[at] = (st_tensor){names + at * 48, ST_F32, roles[r].ndim, roles[r].shape, roles[r].data};
         }
     const char *meta[] = {"heads", "1", "causal", causal};
     char msg[512];
@@ -75,7 +76,7 @@ Test(model_load, thousands_of_layers_load_and_match_the_reference)
     char path[128];
     snprintf(path, sizeof path, "%s/deep.safetensors", dir);
     static layer_weights w;
-    write_deep(path, LAYERS, &w, NULL);
+    write_deep(path, LAYERS, ROLES, &w, NULL);
     lf_model *m = NULL;
     cr_assert_eq(lf_model_load(ctx, path, NULL, &m), LF_OK, "%s", lf_context_last_error(ctx));
     lf_model_info info;
@@ -125,7 +126,7 @@ Test(model_load, more_layers_than_the_limit_are_refused_by_name)
     char path[128];
     snprintf(path, sizeof path, "%s/too-deep.safetensors", dir);
     static layer_weights w;
-    write_deep(path, 4097, &w, NULL);
+    write_deep(path, 4097, 1, &w, NULL); /* the layers are counted by their to_q */
     lf_expect_load_refused(ctx, path, NULL, LF_ERR_UNSUPPORTED,
                            (const char *[]){"more than 4096 layers", "net.layers.4096.0.fn.to_q.weight", NULL});
 }
@@ -137,13 +138,13 @@ Test(model_load, causal_metadata_is_read)
     char path[128];
     snprintf(path, sizeof path, "%s/causal.safetensors", dir);
     static layer_weights w;
-    write_deep(path, 2, &w, "0");
+    write_deep(path, 2, ROLES, &w, "0");
     lf_model *m = NULL;
     cr_expect_eq(lf_model_load(ctx, path, NULL, &m), LF_OK, "%s", lf_context_last_error(ctx));
     lf_model_free(m);
-    write_deep(path, 2, &w, "1");
+    write_deep(path, 2, ROLES, &w, "1");
     lf_expect_load_refused(ctx, path, NULL, LF_ERR_UNSUPPORTED, (const char *[]){path, "__metadata__ \"causal\" is \"1\"", "learned", NULL});
-    write_deep(path, 2, &w, "yes");
+    write_deep(path, 2, ROLES, &w, "yes");
     lf_expect_load_refused(ctx, path, NULL, LF_ERR_FORMAT, (const char *[]){"\"causal\" is \"yes\"", NULL});
 }
 
