@@ -69,7 +69,9 @@ static lf_status gemm_clblast(lf_context *ctx, const lf_gemm_args *g, lf_timelin
     const CLBlastTranspose tb = g->trans_b ? CLBlastTransposeYes : CLBlastTransposeNo;
     cl_command_queue q = ctx->queue;
     CLBlastStatusCode s;
-    if (g->batch <= 1)
+    /* per-sequence row GEMMs stay batched even for one sequence: CLBlast's
+     * batched kernels differ from its single one */
+    if (g->batch <= 1 && !g->seq_rows)
         s = CLBlastSgemm(CLBlastLayoutRowMajor, ta, tb, g->m, g->n, g->k, g->alpha, g->a, g->a_off,
                          g->lda, g->b, g->b_off, g->ldb, g->beta, g->c, g->c_off, g->ldc, &q,
                          lf__event(t));
@@ -207,11 +209,27 @@ static lf_status gemm_host(lf_context *ctx, const lf_gemm_args *g, lf_timeline *
     return st;
 }
 
+/* A row GEMM over sequences as a strided batch of one GEMM per sequence. */
+static lf_gemm_args per_sequence(const lf_gemm_args *g)
+{
+    lf_gemm_args s = *g;
+    s.m = g->seq_rows;
+    s.batch = g->m / g->seq_rows;
+    s.a_stride = g->seq_rows * g->lda;
+    s.b_stride = 0;
+    s.c_stride = g->seq_rows * g->ldc;
+    return s;
+}
+
 lf_status lf__gemm(lf_context *ctx, const lf_gemm_args *g, lf_timeline *t)
 {
     if (g->m == 0 || g->n == 0 || g->k == 0) return LF_OK;
-    if (ctx->gemm == LF_GEMM_HOST) return gemm_host(ctx, g, t);
-    LF_TRY(gemm_clblast(ctx, g, t));
+    if (g->seq_rows && (g->trans_a || g->batch > 1 || g->m % g->seq_rows))
+        return lf__fail(ctx, LF_ERR_ARGUMENT, "GEMM %zux%zux%zu: %zu rows are not whole sequences of %zu rows",
+                        g->m, g->n, g->k, g->m, g->seq_rows);
+    const lf_gemm_args s = g->seq_rows ? per_sequence(g) : *g;
+    if (ctx->gemm == LF_GEMM_HOST) return gemm_host(ctx, &s, t);
+    LF_TRY(gemm_clblast(ctx, &s, t));
     lf__event_done(t, g->what ? g->what : "gemm");
     return LF_OK;
 }

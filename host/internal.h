@@ -154,6 +154,12 @@ typedef struct {
     cl_mem b; size_t b_off, ldb, b_stride;
     cl_mem c; size_t c_off, ldc, c_stride;
     size_t batch; /* 0 or 1 = one GEMM */
+    /* A row GEMM over a batch of sequences (batch 0, A not transposed): A's
+     * and C's m rows are sequences of seq_rows rows each. Every sequence is
+     * then its own GEMM of the same shape, so a row's bits never depend on how
+     * many sequences share the call (a BLAS blocks and threads by m). 0 = one
+     * GEMM over all m rows. */
+    size_t seq_rows;
     const char *what; /* stage name in profiles; NULL = "gemm" */
 } lf_gemm_args;
 lf_status lf__gemm(lf_context *ctx, const lf_gemm_args *g, lf_timeline *t);

@@ -10,7 +10,8 @@
  * them ("ENTRY.tmp.PID.XXXXXX", mkstemp) and renamed, so readers never see half
  * of one and nothing planted at a predictable name is written through. The
  * temporaries of writers that died (kill -9) are removed when the folder is
- * next opened.
+ * next opened. A folder that is not the user's own, or that its group or
+ * others may write, is not used at all; such an entry is bad.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -20,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,15 +117,31 @@ static void sweep_temporaries(const char *dir)
     closedir(d);
 }
 
-bool lf__cache_dir(char *out, size_t size)
+/* Writes why the cache is not used into why (may be NULL); returns false. */
+static bool unusable(char *why, size_t why_size, const char *fmt, ...)
+{
+    if (!why || !why_size) return false;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, why_size, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+/* Only a folder or entry of our own that nobody else may write can be
+ * trusted: anyone who can write there can plant a binary the device runs. */
+static bool foreign(const struct stat *sb) { return sb->st_uid != geteuid() || (sb->st_mode & (S_IWGRP | S_IWOTH)); }
+
+/* The folder of the environment, created if missing and checked. */
+static bool cache_dir(char *out, size_t size, char *why, size_t why_size)
 {
     const char *dir = getenv("LINFORMER_CACHE_DIR");
-    if (dir && strcmp(dir, "off") == 0) return false;
+    if (dir && strcmp(dir, "off") == 0) return unusable(why, why_size, "LINFORMER_CACHE_DIR is \"off\"");
     if (dir && *dir) snprintf(out, size, "%s", dir);
     else if ((dir = getenv("XDG_CACHE_HOME")) && *dir) snprintf(out, size, "%s/linformer", dir);
     else if ((dir = getenv("HOME")) && *dir) snprintf(out, size, "%s/.cache/linformer", dir);
-    else return false;
-    /* mkdir -p; failures show up when the entry is written */
+    else return unusable(why, why_size, "none of LINFORMER_CACHE_DIR, XDG_CACHE_HOME and HOME is set");
+    /* mkdir -p; whatever stands in the way is reported below */
     for (char *p = out + 1; *p; p++) {
         if (*p != '/') continue;
         *p = 0;
@@ -131,8 +149,32 @@ bool lf__cache_dir(char *out, size_t size)
         *p = '/';
     }
     mkdir(out, 0755);
+    struct stat sb;
+    if (stat(out, &sb) != 0) return unusable(why, why_size, "%s cannot be created: %s", out, strerror(errno));
+    if (!S_ISDIR(sb.st_mode)) return unusable(why, why_size, "%s is not a folder", out);
+    if (sb.st_uid != geteuid())
+        return unusable(why, why_size, "%s belongs to user %ld, not to this one (%ld)", out, (long)sb.st_uid,
+                        (long)geteuid());
+    if (sb.st_mode & (S_IWGRP | S_IWOTH))
+        return unusable(why, why_size, "%s is writable by %s (mode %03o)", out,
+                        sb.st_mode & S_IWOTH ? "others" : "its group", (unsigned)(sb.st_mode & 0777));
+    if (access(out, W_OK | X_OK) != 0) return unusable(why, why_size, "%s is not writable: %s", out, strerror(errno));
     sweep_temporaries(out);
     return true;
+}
+
+bool lf__cache_dir(char *out, size_t size) { return cache_dir(out, size, NULL, 0); }
+
+lf_status lf_kernel_cache_dir(char *out, size_t size)
+{
+    if (!out || size == 0) return LF_ERR_ARGUMENT;
+    const char *off = getenv("LINFORMER_CACHE_DIR");
+    char dir[4096];
+    if (cache_dir(dir, sizeof dir, out, size)) {
+        snprintf(out, size, "%s", dir);
+        return LF_OK;
+    }
+    return off && strcmp(off, "off") == 0 ? LF_ERR_UNSUPPORTED : LF_ERR_IO;
 }
 
 /* ---- Entries ---- */
@@ -160,6 +202,8 @@ lf_cache_result lf__cache_load(const char *path, const char *key, unsigned char 
 {
     char *data = NULL;
     size_t size = 0;
+    struct stat sb;
+    if (lstat(path, &sb) == 0 && foreign(&sb)) return LF_CACHE_BAD;
     if (lf__read_file(path, false, &data, &size) != LF_OK)
         return errno == ENOENT ? LF_CACHE_ABSENT : LF_CACHE_BAD;
     size_t magic = sizeof LF_CACHE_MAGIC, klen = strlen(key) + 1;

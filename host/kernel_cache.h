@@ -17,7 +17,8 @@ lf_status lf__read_file(const char *path, bool follow, char **text, size_t *size
 
 /* The cache folder (LINFORMER_CACHE_DIR, else $XDG_CACHE_HOME/linformer, else
  * ~/.cache/linformer), created if missing, with the temporaries that dead or
- * stuck writers left removed; false when the cache is off or has no home. */
+ * stuck writers left removed; false when the cache is off, has no home or
+ * cannot be used (see lf_kernel_cache_dir). */
 bool lf__cache_dir(char *out, size_t size);
 
 /* The key of a program: everything its binary depends on. NULL without memory. */
@@ -30,7 +31,8 @@ void lf__cache_path(const char *dir, const char *key, char *out, size_t size);
 /* What lf__cache_load found. */
 typedef enum {
     LF_CACHE_ABSENT, /* no entry */
-    LF_CACHE_BAD,    /* not a regular file, short, corrupt or another key's: to rebuild */
+    LF_CACHE_BAD,    /* not a regular file, another user's, writable by others, short, corrupt
+                        or another key's: to rebuild */
     LF_CACHE_FOUND   /* *bin holds the binary (malloc'd) */
 } lf_cache_result;
 lf_cache_result lf__cache_load(const char *path, const char *key, unsigned char **bin, size_t *len);

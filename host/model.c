@@ -13,7 +13,8 @@
 
 static const char *const layer_names[LF_L_COUNT] = {"ln1_g", "ln1_b", "ln2_g", "ln2_b", "w1", "b1", "w2", "b2"};
 static const char *const model_names[LF_M_COUNT] = {"tok",  "pos",    "emb_ln_g", "emb_ln_b", "final_ln_g",
-                                                    "final_ln_b", "head_w", "head_b", "shared_e"};
+                                                    "final_ln_b", "head_w", "head_b", "shared_e", "head_dense_w",
+                                                    "head_dense_b", "head_ln_g", "head_ln_b"};
 
 const char *lf__model_tensor_name(int t) { return t >= 0 && t < LF_M_COUNT ? model_names[t] : "?"; }
 
@@ -100,6 +101,8 @@ static lf_shape model_shape(const lf_model_spec *c, lf_model_tensor t)
     case LF_M_HEAD_W: return SHAPE2(lm ? V : 0, D);
     case LF_M_HEAD_B: return SHAPE1(lm && c->head_bias ? V : 0);
     case LF_M_SHARED_E: return SHAPE2(c->info.layerwise ? (size_t)c->shared_k : 0, (size_t)c->shared_n);
+    case LF_M_HEAD_DENSE_W: return SHAPE2(lm && c->head_dense ? D : 0, D);
+    case LF_M_HEAD_DENSE_B: case LF_M_HEAD_LN_G: case LF_M_HEAD_LN_B: return SHAPE1(lm && c->head_dense ? D : 0);
     case LF_M_COUNT: break;
     }
     return SHAPE1(0);

@@ -14,7 +14,8 @@ typedef enum { LF_L_LN1_G, LF_L_LN1_B, LF_L_LN2_G, LF_L_LN2_B, LF_L_W1, LF_L_B1,
 
 /* Weights of the model as a whole. */
 typedef enum { LF_M_TOK, LF_M_POS, LF_M_EMB_G, LF_M_EMB_B, LF_M_FINAL_G, LF_M_FINAL_B, LF_M_HEAD_W, LF_M_HEAD_B,
-               LF_M_SHARED_E, LF_M_COUNT } lf_model_tensor;
+               LF_M_SHARED_E, LF_M_HEAD_DENSE_W, LF_M_HEAD_DENSE_B, LF_M_HEAD_LN_G, LF_M_HEAD_LN_B,
+               LF_M_COUNT } lf_model_tensor;
 
 typedef struct {
     lf_model_info info;  /* kind, layout, sizes, norm, activation, glu, layerwise */
@@ -23,12 +24,15 @@ typedef struct {
     float embed_scale;   /* token embeddings are multiplied by it */
     float eps;           /* of every LayerNorm */
     int bias_ff1, bias_ff2, head_bias;
+    int head_dense;      /* LF_MODEL_LM: fairseq's masked-LM head, LN(act(X Wd^T + bd)) before the logits */
     int emb_norm, final_norm; /* LayerNorm after the embeddings, after the last layer */
     int shared_k, shared_n;   /* the layerwise projection [k, n] when info.layerwise */
+    int reversible;           /* lucidrains' reversible stack (pre-norm): streams X1 = X2 = x, per layer
+                                 X1 += attn(LN1(X2)), X2 += ffn(LN2(X1)); then X = X1 + X2 */
 } lf_model_spec;
 
 /* The model's activations, besides the attention layers' workspace. */
-typedef enum { LF_A_X, LF_A_H, LF_A_A, LF_A_FF, LF_A_TOKENS, LF_A_IN, LF_A_OUT, LF_A_COUNT } lf_act_buf;
+typedef enum { LF_A_X, LF_A_H, LF_A_A, LF_A_FF, LF_A_TOKENS, LF_A_IN, LF_A_OUT, LF_A_X2, LF_A_COUNT } lf_act_buf;
 
 typedef struct {
     lf_plan plan;

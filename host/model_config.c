@@ -2,7 +2,7 @@
  * model_config.c - a loaded model's configs: sizes from the tensors' shapes
  * (every shape checked against them), per layer; what shapes cannot say from
  * the caller's options or the file's __metadata__ ("heads", "activation",
- * "norm", "eps", "padding_idx", "embed_scale"), which must agree.
+ * "norm", "eps", "padding_idx", "embed_scale", "causal"), which must agree.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -81,6 +81,19 @@ static lf_status head_count(const lf_source *s, int given, int *heads)
     *heads = given ? given : (int)v;
     if (!*heads) return FAIL(LF_ERR_ARGUMENT, "%s: the head count is neither given nor in __metadata__ \"heads\"", s->path);
     return LF_OK;
+}
+
+/* __metadata__ "causal", read as lf_attention_load reads it: "1" cannot be
+ * honoured, as a model's layers project with learned E, F (a causal
+ * Linformer needs windows: see linformer.h), so it is refused. */
+static lf_status causal(const lf_source *s)
+{
+    long v = 0;
+    LF_TRY(meta_int(s, "causal", 0, 1, &v));
+    if (!v) return LF_OK;
+    return FAIL(LF_ERR_UNSUPPORTED, "%s: __metadata__ \"causal\" is \"1\", but causal Linformer needs compressed slots "
+                                    "with local support (pooling or convolution windows), and a model's layers project "
+                                    "with learned matrices E, F that mix every position", s->path);
 }
 
 /* ---- Each layer ---- */
@@ -197,16 +210,23 @@ static lf_status model_tensors(const lf_source *s, lf_model_spec *cfg)
                     s->stem, s->stem);
     if (m[LF_M_POS] && !m[LF_M_TOK])
         return FAIL(LF_ERR_FORMAT, "%s: tensor \"%s\" without token embeddings", s->path, m[LF_M_POS]->name);
-    cfg->info.kind = s->lm ? LF_MODEL_LM : m[LF_M_TOK] ? LF_MODEL_TOKEN_ENCODER : LF_MODEL_ENCODER;
+    const bool logits = s->lm || m[LF_M_HEAD_DENSE_W];
+    cfg->info.kind = logits ? LF_MODEL_LM : m[LF_M_TOK] ? LF_MODEL_TOKEN_ENCODER : LF_MODEL_ENCODER;
     const int64_t V = m[LF_M_TOK] ? m[LF_M_TOK]->shape[0] : 0, P = m[LF_M_POS] ? m[LF_M_POS]->shape[0] : 0;
     if (V < 0 || V > (1 << 24) || P > (1 << 24))
         return FAIL(LF_ERR_FORMAT, "%s: the embeddings' sizes are out of range", s->path);
+    if (m[LF_M_TOK] && V == 0)
+        return FAIL(LF_ERR_FORMAT, "%s: tensor \"%s\" has 0 rows: a vocabulary needs at least one token", s->path,
+                    m[LF_M_TOK]->name);
     cfg->info.vocab = (int)V, cfg->positions = (int)P;
     LF_TRY(expect_shape(s, m[LF_M_TOK], V, D));
     LF_TRY(expect_shape(s, m[LF_M_POS], P, D));
     LF_TRY(expect_shape(s, m[LF_M_HEAD_W], V, D));
     LF_TRY(expect_shape(s, m[LF_M_HEAD_B], V, 0));
     cfg->head_bias = m[LF_M_HEAD_B] != NULL;
+    cfg->head_dense = m[LF_M_HEAD_DENSE_W] != NULL;
+    LF_TRY(expect_shape(s, m[LF_M_HEAD_DENSE_W], D, D));
+    for (int t = LF_M_HEAD_DENSE_B; t <= LF_M_HEAD_LN_B; t++) LF_TRY(expect_shape(s, m[t], D, 0));
     LF_TRY(pair(s, LF_M_EMB_G, LF_M_EMB_B, D, &cfg->emb_norm));
     LF_TRY(pair(s, LF_M_FINAL_G, LF_M_FINAL_B, D, &cfg->final_norm));
     if (s->layerwise) {
@@ -225,6 +245,10 @@ static lf_status numbers(const lf_source *s, lf_model_spec *cfg)
     LF_TRY(meta_double(s, "embed_scale", &scale));
     LF_TRY(meta_int(s, "padding_idx", -1, 1 << 20, &padding));
     cfg->eps = (float)eps, cfg->embed_scale = (float)scale, cfg->pos_offset = (int)padding + 1;
+    const lf_st_tensor *pos = s->m[LF_M_POS];
+    if (pos && cfg->positions <= cfg->pos_offset)
+        return FAIL(LF_ERR_FORMAT, "%s: tensor \"%s\" has %d rows, but position 0 is row %d (padding_idx %ld + 1): "
+                                   "no row for any position", s->path, pos->name, cfg->positions, cfg->pos_offset, padding);
     return LF_OK;
 }
 
@@ -234,9 +258,13 @@ lf_status lf__model_source_config(lf_source *s, const lf_model_options *opts, lf
     memset(cfg, 0, sizeof *cfg);
     int heads, act = 0, norm = 0;
     LF_TRY(head_count(s, opts->heads, &heads));
+    LF_TRY(causal(s));
     LF_TRY(choice(s, "activation", opts->activation, LF_ACT_GELU, parse_act, act_name, &act));
     LF_TRY(choice(s, "norm", opts->norm, s->fairseq ? LF_NORM_POST : LF_NORM_PRE, parse_norm, norm_name, &norm));
+    if (s->reversible && norm != LF_NORM_PRE)
+        return FAIL(LF_ERR_UNSUPPORTED, "%s: a reversible stack's blocks are pre-norm, not %s", s->path, norm_name(norm));
     cfg->info.layout = s->fairseq ? "fairseq" : "lucidrains";
+    cfg->reversible = s->reversible;
     cfg->info.layers = s->layers, cfg->info.activation = (lf_activation)act, cfg->info.norm = (lf_norm)norm;
     for (int i = 0; i < s->layers; i++) {
         LF_TRY(layer_attention(s, i, heads, &attn[i]));

@@ -5,7 +5,10 @@
  *                         X += act(H W1^T + b1) W2^T + b2 (the GEMM adds into X)
  *              post-norm: A = attn(X); X = LN1(X + A); A = act(X W1^T + b1) W2^T + b2;
  *                         X = LN2(X + A)
- *   [-> LayerNorm] -> y = X, or logits = X Wh^T + bh; rows past each length 0.
+ *   [-> LayerNorm] -> y = X, or logits = X Wh^T + bh (fairseq's masked-LM head first
+ *   makes X = LN(act(X Wd^T + bd))); rows past each length 0.
+ * A reversible stack (lucidrains) runs pre-norm on two streams, X1 = X and X2,
+ * both the input: X1 += attn(LN1(X2)), X2 += ffn(LN2(X1)); X = X1 + X2 at the end.
  * Every layer's attention runs in the model's one workspace; the lengths are
  * uploaded once for all of them. A forward may instead stop where layer i's
  * attention reads its input (lf_model_layer_input, for measuring that layer).
@@ -38,7 +41,8 @@ static lf_status feed_forward(const lf_run *r, const lf_model_layer *L, cl_mem i
     const lf_model_spec *c = &m->cfg;
     const size_t D = c->info.d_model, F = c->info.d_ff, F2 = F * (c->info.glu ? 2 : 1);
     lf_gemm_args g1 = {.trans_b = true, .m = r->rows, .n = F2, .k = D, .alpha = 1.0f, .a = in, .lda = D,
-                       .b = L->t[LF_L_W1], .ldb = D, .c = act(r, LF_A_FF), .ldc = F2, .what = "gemm ffn1"};
+                       .b = L->t[LF_L_W1], .ldb = D, .c = act(r, LF_A_FF), .ldc = F2, .seq_rows = r->n,
+                       .what = "gemm ffn1"};
     LF_TRY(lf__gemm(m->ctx, &g1, &m->tl));
     const lf_bias_act_args ba = {.y = act(r, LF_A_FF), .ld = (int)F2, .cols = (int)F, .rows = (int)r->rows,
                                  .bias = L->t[LF_L_B1], .has_bias = c->bias_ff1, .glu = c->info.glu,
@@ -46,7 +50,7 @@ static lf_status feed_forward(const lf_run *r, const lf_model_layer *L, cl_mem i
     LF_TRY(lf__launch_bias_act(m->ctx, &ba, &m->tl));
     lf_gemm_args g2 = {.trans_b = true, .m = r->rows, .n = D, .k = F, .alpha = 1.0f, .beta = beta,
                        .a = act(r, LF_A_FF), .lda = F2, .b = L->t[LF_L_W2], .ldb = F, .c = out, .ldc = D,
-                       .what = "gemm ffn2"};
+                       .seq_rows = r->n, .what = "gemm ffn2"};
     LF_TRY(lf__gemm(m->ctx, &g2, &m->tl));
     const lf_bias_rows_args b2 = {.y = out, .ld = (int)D, .cols = (int)D, .rows = (int)r->rows,
                                   .bias = L->t[LF_L_B2], .has_bias = c->bias_ff2};
@@ -60,13 +64,17 @@ static lf_status attention(const lf_run *r, const lf_model_layer *L, cl_mem in, 
     return lf__attention_pass(&p, in, out);
 }
 
+/* The stream the attention reads and the feed-forward adds into: X, or a
+ * reversible stack's X2 (its attention adds into X1 = X). */
+static cl_mem second_stream(const lf_run *r) { return act(r, r->m->cfg.reversible ? LF_A_X2 : LF_A_X); }
+
 /* What the layer's attention reads: LN1(X) in H (pre-norm), or X itself (post-norm). */
 static lf_status attention_input(const lf_run *r, const lf_model_layer *L, cl_mem *in)
 {
-    *in = act(r, LF_A_X);
+    *in = second_stream(r);
     if (r->m->cfg.info.norm != LF_NORM_PRE) return LF_OK;
     *in = act(r, LF_A_H);
-    return layernorm(r, act(r, LF_A_X), NULL, *in, L->t[LF_L_LN1_G], L->t[LF_L_LN1_B], false);
+    return layernorm(r, second_stream(r), NULL, *in, L->t[LF_L_LN1_G], L->t[LF_L_LN1_B], false);
 }
 
 static lf_status layer_forward(const lf_run *r, const lf_model_layer *L)
@@ -77,7 +85,7 @@ static lf_status layer_forward(const lf_run *r, const lf_model_layer *L)
     LF_TRY(attention(r, L, in, A));
     if (r->m->cfg.info.norm == LF_NORM_PRE) {
         LF_TRY(layernorm(r, X, A, H, t[LF_L_LN2_G], t[LF_L_LN2_B], true));
-        return feed_forward(r, L, H, X, 1.0f);
+        return feed_forward(r, L, H, second_stream(r), 1.0f);
     }
     LF_TRY(layernorm(r, X, A, X, t[LF_L_LN1_G], t[LF_L_LN1_B], false));
     LF_TRY(feed_forward(r, L, X, A, 0.0f));
@@ -105,8 +113,32 @@ static lf_status input(const lf_run *r, cl_mem in)
                                  .batch = r->batch, .lengths = m->ws.buf[LF_WS_LENGTHS]};
         LF_TRY(lf__launch_embed(m->ctx, &e, &m->tl));
     }
-    if (!c->emb_norm) return LF_OK;
-    return layernorm(r, act(r, LF_A_X), NULL, act(r, LF_A_X), m->m[LF_M_EMB_G], m->m[LF_M_EMB_B], false);
+    if (c->emb_norm) LF_TRY(layernorm(r, act(r, LF_A_X), NULL, act(r, LF_A_X), m->m[LF_M_EMB_G], m->m[LF_M_EMB_B], false));
+    return c->reversible ? copy(r, act(r, LF_A_X), act(r, LF_A_X2), r->rows * D * sizeof(float), "copy") : LF_OK;
+}
+
+/* A reversible stack's X = X1 + X2, through the LayerNorm kernel's fused
+ * residual add (its normalised output in H is not used). */
+static lf_status join_streams(const lf_run *r)
+{
+    const lf_model_layer *L = &r->m->layer[0];
+    return layernorm(r, act(r, LF_A_X), act(r, LF_A_X2), act(r, LF_A_H), L->t[LF_L_LN1_G], L->t[LF_L_LN1_B], true);
+}
+
+/* fairseq's masked-LM head before its logits: *X becomes H = LN(act(X Wd^T + bd)). */
+static lf_status head_transform(const lf_run *r, cl_mem *X)
+{
+    lf_model *m = r->m;
+    const size_t D = m->cfg.info.d_model;
+    cl_mem H = act(r, LF_A_H);
+    lf_gemm_args g = {.trans_b = true, .m = r->rows, .n = D, .k = D, .alpha = 1.0f, .a = *X, .lda = D,
+                      .b = m->m[LF_M_HEAD_DENSE_W], .ldb = D, .c = H, .ldc = D, .seq_rows = r->n, .what = "gemm head"};
+    LF_TRY(lf__gemm(m->ctx, &g, &m->tl));
+    const lf_bias_act_args ba = {.y = H, .ld = (int)D, .cols = (int)D, .rows = (int)r->rows,
+                                 .bias = m->m[LF_M_HEAD_DENSE_B], .has_bias = 1, .act = m->cfg.info.activation};
+    LF_TRY(lf__launch_bias_act(m->ctx, &ba, &m->tl));
+    *X = H;
+    return layernorm(r, H, NULL, H, m->m[LF_M_HEAD_LN_G], m->m[LF_M_HEAD_LN_B], false);
 }
 
 /* y = X, or the logits; rows past each length 0. */
@@ -116,12 +148,15 @@ static lf_status output(const lf_run *r, cl_mem y)
     const lf_model_spec *c = &m->cfg;
     const size_t D = c->info.d_model, V = c->info.vocab;
     cl_mem X = act(r, LF_A_X);
+    if (c->reversible) LF_TRY(join_streams(r));
     if (c->final_norm) LF_TRY(layernorm(r, X, NULL, X, m->m[LF_M_FINAL_G], m->m[LF_M_FINAL_B], false));
     const bool lm = c->info.kind == LF_MODEL_LM;
     const size_t width = lm ? V : D;
+    if (lm && c->head_dense) LF_TRY(head_transform(r, &X));
     if (lm) {
         lf_gemm_args g = {.trans_b = true, .m = r->rows, .n = V, .k = D, .alpha = 1.0f, .a = X, .lda = D,
-                          .b = m->m[LF_M_HEAD_W], .ldb = D, .c = y, .ldc = V, .what = "gemm logits"};
+                          .b = m->m[LF_M_HEAD_W], .ldb = D, .c = y, .ldc = V, .seq_rows = r->n,
+                          .what = "gemm logits"};
         LF_TRY(lf__gemm(m->ctx, &g, &m->tl));
     }
     const lf_bias_rows_args b = {.y = lm ? y : X, .ld = (int)width, .cols = (int)width, .rows = (int)r->rows,
@@ -154,6 +189,7 @@ static lf_status prepare(const lf_run *r)
     static const char *const what[3] = {"activations X", "activations H", "activations A"};
     for (int a = LF_A_X; a <= LF_A_A; a++) LF_TRY(lf__reserve(m->ctx, &m->act[a], &m->act_cap[a], sizes[a], what[a]));
     LF_TRY(lf__reserve(m->ctx, &m->act[LF_A_FF], &m->act_cap[LF_A_FF], FF, "activations of the feed-forward"));
+    if (c->reversible) LF_TRY(lf__reserve(m->ctx, &m->act[LF_A_X2], &m->act_cap[LF_A_X2], X, "activations X2"));
     const size_t lens = (size_t)r->batch * sizeof(int32_t);
     LF_TRY(lf__reserve(m->ctx, &m->ws.buf[LF_WS_LENGTHS], &m->ws.cap[LF_WS_LENGTHS], lens, "lengths"));
     return lf__upload(m->ctx, m->ws.buf[LF_WS_LENGTHS], 0, r->lengths, lens);

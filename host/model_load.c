@@ -52,7 +52,17 @@ static const lf_role fairseq_model[] = {
     {"layer_norm.weight", "final_ln_g", 1, false},   {"layer_norm.bias", "final_ln_b", 1, false},
     {"compress_layer.weight", "shared_e", 2, false}};
 
+/* fairseq's RobertaLMHead, "lm_head." beside an encoder at "...sentence_encoder.": its
+ * logits weight is usually tied to embed_tokens and then may be absent. */
+static const lf_role fairseq_head[] = {
+    {"dense.weight", "head_dense_w", 2, true},   {"dense.bias", "head_dense_b", 1, true},
+    {"layer_norm.weight", "head_ln_g", 1, true}, {"layer_norm.bias", "head_ln_b", 1, true},
+    {"weight", "head_w", 2, false},              {"bias", "head_b", 1, false}};
+
 static const char LUCID_PROBE[] = "net.layers.0.0.fn.to_q.weight";
+/* lucidrains' reversible=True: ReversibleSequence's blocks, each the same two
+ * sub-layers as a layer's "0." and "1.", as "f.net." and "g.net.". */
+static const char REVERSIBLE_PROBE[] = "net.blocks.0.f.net.fn.to_q.weight";
 static const char FAIRSEQ_PROBE[] = "layers.0.self_attn.q_proj.weight";
 
 static bool starts_with(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
@@ -68,9 +78,11 @@ static bool ends_with(const char *s, const char *suffix)
 /* A model found at a probe's name: its layout, stem and layer base. */
 static bool candidate(lf_source *s, const char *name, const char *prefix)
 {
-    const bool lucid = ends_with(name, LUCID_PROBE), fair = ends_with(name, FAIRSEQ_PROBE);
+    const bool fair = ends_with(name, FAIRSEQ_PROBE), rev = ends_with(name, REVERSIBLE_PROBE);
+    const bool lucid = rev || ends_with(name, LUCID_PROBE);
     if (!lucid && !fair) return false;
-    const size_t stem_len = strlen(name) - strlen(lucid ? LUCID_PROBE : FAIRSEQ_PROBE);
+    s->reversible = rev;
+    const size_t stem_len = strlen(name) - strlen(rev ? REVERSIBLE_PROBE : lucid ? LUCID_PROBE : FAIRSEQ_PROBE);
     if (stem_len >= sizeof s->stem) return false;
     memcpy(s->stem, name, stem_len);
     s->stem[stem_len] = 0;
@@ -98,19 +110,36 @@ static lf_status unrecognised(lf_source *s, const char *prefix)
                     s->f->count, found, s->f->count > 6 ? ", ..." : "", LUCID_PROBE, LUCID_PROBE, FAIRSEQ_PROBE);
 }
 
+static const char *layout_name(const lf_source *s)
+{
+    if (s->fairseq) return "fairseq's encoder";
+    if (s->reversible) return s->lm ? "lucidrains' reversible LinformerLM" : "lucidrains' reversible Linformer";
+    return s->lm ? "lucidrains' LinformerLM" : "lucidrains' Linformer";
+}
+
+/* Two models found: each by its layout and first tensor, and whether a prefix tells them apart. */
+static lf_status two_models(const lf_source *a, const char *a_name, const lf_source *b, const char *b_name)
+{
+    if (strcmp(a->stem, b->stem) == 0)
+        return lf__fail(a->ctx, LF_ERR_FORMAT, "%s: more than one model: %s at tensor \"%s\" and %s at \"%s\", both "
+                        "under the prefix \"%s\", which cannot tell them apart: convert them to separate files",
+                        a->path, layout_name(a), a_name, layout_name(b), b_name, a->stem);
+    return lf__fail(a->ctx, LF_ERR_FORMAT, "%s: more than one model: %s at tensor \"%s\" and %s at \"%s\"; choose "
+                    "one with the prefix \"%s\" or \"%s\"", a->path, layout_name(a), a_name, layout_name(b), b_name,
+                    a->stem, b->stem);
+}
+
 static lf_status find_layout(lf_source *s, const char *prefix)
 {
-    int found = 0;
+    const char *first_name = NULL;
     lf_source first = *s; /* small: its tensor tables are not filled yet */
     for (size_t i = 0; i < s->f->count; i++) {
         lf_source c = *s;
         if (!candidate(&c, s->f->tensors[i].name, prefix)) continue;
-        if (found++ == 0) first = c;
-        else
-            return lf__fail(s->ctx, LF_ERR_FORMAT, "%s: more than one model (under \"%s\" and \"%s\"): choose one with a prefix",
-                            s->path, first.stem, c.stem);
+        if (first_name) return two_models(&first, first_name, &c, s->f->tensors[i].name);
+        first = c, first_name = s->f->tensors[i].name;
     }
-    if (!found) return unrecognised(s, prefix);
+    if (!first_name) return unrecognised(s, prefix);
     *s = first;
     return LF_OK;
 }
@@ -125,27 +154,52 @@ static void model_roles(const lf_source *s, const lf_role **roles, size_t *count
     *count = s->fairseq ? sizeof fairseq_model / sizeof *fairseq_model : sizeof lucid_model / sizeof *lucid_model;
 }
 
+/* What follows the layer's index: "layers.{i}.", or a reversible block's
+ * "blocks.{i}." with a role's "0." and "1." as "f.net." and "g.net.". */
+static const char *stack_word(const lf_source *s) { return s->reversible ? "blocks." : "layers."; }
+
 static void layer_name(const lf_source *s, int layer, const char *suffix, char *out, size_t size)
 {
-    snprintf(out, size, "%slayers.%d.%s", s->base, layer, suffix);
+    if (s->reversible)
+        snprintf(out, size, "%sblocks.%d.%s.net.%s", s->base, layer, suffix[0] == '0' ? "f" : "g", suffix + 2);
+    else
+        snprintf(out, size, "%slayers.%d.%s", s->base, layer, suffix);
 }
 
-/* Whether a tensor under the stem is one of the layout's. */
+/* Whether `rest`, what follows a layer's index, is a role's suffix as layer_name writes it. */
+static bool is_suffix(const lf_source *s, const char *rest, const char *suffix)
+{
+    if (!s->reversible) return strcmp(rest, suffix) == 0;
+    return starts_with(rest, suffix[0] == '0' ? "f.net." : "g.net.") && strcmp(rest + 6, suffix + 2) == 0;
+}
+
+/* The layer of a name "BASE layers.{i}." (or "blocks.{i}.") as layer_name writes it (no
+ * leading zeros), -1 for another name; *rest gets what follows. */
+static int layer_of(const lf_source *s, const char *name, const char **rest)
+{
+    if (!starts_with(name, s->base) || !starts_with(name + strlen(s->base), stack_word(s))) return -1;
+    const char *p = name + strlen(s->base) + strlen(stack_word(s));
+    if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] != '.')) return -1;
+    long i = 0;
+    for (; *p >= '0' && *p <= '9' && i < s->layers; p++) i = i * 10 + (*p - '0');
+    if (*p != '.' || i >= s->layers) return -1;
+    *rest = p + 1;
+    return (int)i;
+}
+
+/* Whether a tensor under the stem is one of the layout's: one pass over the
+ * roles, never over the layers, so loading stays linear in the depth. */
 static bool known(const lf_source *s, const char *name)
 {
-    char full[LF_NAME_MAX + 128];
     const lf_role *roles;
     size_t count;
     model_roles(s, &roles, &count);
-    for (size_t r = 0; r < count; r++) {
-        snprintf(full, sizeof full, "%s%s", s->stem, roles[r].suffix);
-        if (!strcmp(name, full)) return true;
-    }
-    for (int i = 0; i < s->layers; i++)
-        for (int r = 0; r < LF_R_COUNT; r++) {
-            layer_name(s, i, layer_roles(s)[r].suffix, full, sizeof full);
-            if (!strcmp(name, full)) return true;
-        }
+    const char *rest = name + strlen(s->stem);
+    for (size_t r = 0; r < count; r++)
+        if (!strcmp(rest, roles[r].suffix)) return true;
+    if (layer_of(s, name, &rest) < 0) return false;
+    for (int r = 0; r < LF_R_COUNT; r++)
+        if (is_suffix(s, rest, layer_roles(s)[r].suffix)) return true;
     return false;
 }
 
@@ -163,20 +217,50 @@ static lf_status get(const lf_source *s, const char *name, const lf_role *role, 
     return LF_OK;
 }
 
+/* The model's own tensors, stem + each role's suffix, into s->m. */
+static lf_status collect_model(lf_source *s, const char *stem, const lf_role *roles, size_t count)
+{
+    char name[LF_NAME_MAX + 128];
+    for (size_t r = 0; r < count; r++) {
+        snprintf(name, sizeof name, "%s%s", stem, roles[r].suffix);
+        const lf_st_tensor *t;
+        LF_TRY(get(s, name, &roles[r], &t));
+        for (int m = 0; t && m < LF_M_COUNT; m++)
+            if (!strcmp(roles[r].weight, lf__model_tensor_name(m))) s->m[m] = t;
+    }
+    return LF_OK;
+}
+
+/* fairseq's masked-LM head beside a token encoder ("X.sentence_encoder." and
+ * "X.lm_head."), where its dense layer is there: then the model gives logits. */
+static lf_status collect_head(lf_source *s)
+{
+    static const char encoder[] = "sentence_encoder.";
+    if (!s->fairseq || !s->m[LF_M_TOK] || !ends_with(s->stem, encoder)) return LF_OK;
+    char stem[LF_NAME_MAX + 16], probe[LF_NAME_MAX + 64];
+    snprintf(stem, sizeof stem, "%.*slm_head.", (int)(strlen(s->stem) - strlen(encoder)), s->stem);
+    snprintf(probe, sizeof probe, "%s%s", stem, fairseq_head[0].suffix);
+    if (!lf_st_find(s->f, probe)) return LF_OK;
+    LF_TRY(collect_model(s, stem, fairseq_head, sizeof fairseq_head / sizeof *fairseq_head));
+    if (!s->m[LF_M_HEAD_W]) s->m[LF_M_HEAD_W] = s->m[LF_M_TOK]; /* tied */
+    return LF_OK;
+}
+
 static lf_status collect(lf_source *s)
 {
     char name[LF_NAME_MAX + 128];
     layer_name(s, 0, layer_roles(s)[LF_R_WQ].suffix, name, sizeof name);
     for (s->layers = 0; lf_st_find(s->f, name) && s->layers < LF_MAX_LAYERS;)
         layer_name(s, ++s->layers, layer_roles(s)[LF_R_WQ].suffix, name, sizeof name);
+    if (lf_st_find(s->f, name)) /* a layer past the last one counted */
+        return lf__fail(s->ctx, LF_ERR_UNSUPPORTED, "%s: more than %d layers (tensor \"%s\")", s->path, LF_MAX_LAYERS,
+                        name);
     if (!(s->t = calloc(s->layers, sizeof *s->t))) return lf__fail(s->ctx, LF_ERR_OUT_OF_MEMORY, "out of host memory");
     for (size_t i = 0; i < s->f->count; i++) {
         const char *t = s->f->tensors[i].name;
         if (starts_with(t, s->stem) && !known(s, t))
             return lf__fail(s->ctx, LF_ERR_FORMAT, "%s: unknown tensor \"%s\" (not part of %s)", s->path, t,
-                            s->fairseq ? "fairseq's Linformer encoder"
-                            : s->lm    ? "lucidrains' LinformerLM"
-                                       : "lucidrains' Linformer");
+                            layout_name(s));
     }
     for (int i = 0; i < s->layers; i++)
         for (int r = 0; r < LF_R_COUNT; r++) {
@@ -186,14 +270,8 @@ static lf_status collect(lf_source *s)
     const lf_role *roles;
     size_t count;
     model_roles(s, &roles, &count);
-    for (size_t r = 0; r < count; r++) {
-        snprintf(name, sizeof name, "%s%s", s->stem, roles[r].suffix);
-        const lf_st_tensor *t;
-        LF_TRY(get(s, name, &roles[r], &t));
-        for (int m = 0; t && m < LF_M_COUNT; m++)
-            if (!strcmp(roles[r].weight, lf__model_tensor_name(m))) s->m[m] = t;
-    }
-    return LF_OK;
+    LF_TRY(collect_model(s, s->stem, roles, count));
+    return collect_head(s);
 }
 
 /* ---- Uploading ---- */

@@ -33,6 +33,7 @@ typedef struct {
     char base[LF_NAME_MAX + 8];  /* what "layers.{i}." follows */
     bool fairseq, lm;            /* the layout: fairseq, else lucidrains (lm: LinformerLM) */
     bool layerwise;              /* one compress_layer for every layer (fairseq) */
+    bool reversible;             /* lucidrains' reversible stack ("blocks.{i}.f", ".g") */
     int layers;
     const lf_st_tensor *(*t)[LF_R_COUNT]; /* [layers][role], NULL = absent */
     const lf_st_tensor *m[LF_M_COUNT];    /* the model's own, NULL = absent */

@@ -72,7 +72,7 @@ static lf_status project_qkv(const lf_pass *p, cl_mem x)
     cl_mem qkv = p->ws->buf[LF_WS_QKV];
     lf_gemm_args g = {.trans_b = true, .m = rows, .n = width, .k = pl->cfg.d_model, .alpha = 1.0f,
                       .a = x, .lda = pl->cfg.d_model, .b = p->w->buf[LF_BUF_QKV], .ldb = pl->cfg.d_model,
-                      .c = qkv, .ldc = C, .what = pl->input_side ? "gemm q" : "gemm qkv"};
+                      .c = qkv, .ldc = C, .seq_rows = p->n, .what = pl->input_side ? "gemm q" : "gemm qkv"};
     LF_TRY(lf__gemm(p->ctx, &g, p->tl));
     const lf_bias_rows_args b = {.y = qkv, .ld = (int)C, .cols = (int)width, .rows = (int)rows,
                                  .bias = p->w->buf[LF_BUF_B_QKV], .lengths = p->ws->buf[LF_WS_LENGTHS],
@@ -153,7 +153,8 @@ static lf_status compress_input_side(const lf_pass *p, cl_mem x, cl_mem comp, si
         lf_gemm_args kvg = {.trans_b = true, .m = rows, .n = kv, .k = D, .alpha = 1.0f,
                             .a = xc, .a_off = (xgroups == 2 ? g : 0) * D, .lda = xc_ld,
                             .b = p->w->buf[LF_BUF_QKV], .b_off = (q + g * kv) * D, .ldb = D,
-                            .c = comp, .c_off = g * kv, .ldc = comp_ld, .what = "gemm kv"};
+                            .c = comp, .c_off = g * kv, .ldc = comp_ld, .seq_rows = pl->cfg.k,
+                            .what = "gemm kv"};
         LF_TRY(lf__gemm(p->ctx, &kvg, p->tl));
     }
     const lf_bias_rows_args b = {.y = comp, .ld = (int)comp_ld, .cols = (int)comp_ld, .rows = (int)rows,
@@ -278,7 +279,7 @@ static lf_status output(const lf_pass *p, cl_mem y)
     const size_t rows = (size_t)p->batch * p->n, D = pl->cfg.d_model;
     lf_gemm_args g = {.trans_b = true, .m = rows, .n = D, .k = pl->qdim, .alpha = 1.0f,
                       .a = p->ws->buf[LF_WS_ATTENTION], .lda = pl->qdim, .b = p->w->buf[LF_BUF_O], .ldb = pl->qdim,
-                      .c = y, .ldc = D, .what = "gemm out"};
+                      .c = y, .ldc = D, .seq_rows = p->n, .what = "gemm out"};
     LF_TRY(lf__gemm(p->ctx, &g, p->tl));
     const lf_bias_rows_args b = {.y = y, .ld = (int)D, .cols = (int)D, .rows = (int)rows,
                                  .bias = p->w->buf[LF_BUF_B_O], .has_bias = pl->cfg.bias_out,

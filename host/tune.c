@@ -375,9 +375,11 @@ static lf_status tune_locked(lf_tuner *t)
 {
     lf_context *ctx = t->ctx;
     char path[4200], *key = NULL;
-    if (!entry_path(ctx, path, sizeof path, &key))
-        return lf__fail(ctx, LF_ERR_IO, "no cache directory to keep tuned parameters in (LINFORMER_CACHE_DIR is "
-                                        "\"off\", or neither XDG_CACHE_HOME nor HOME is set)");
+    if (!entry_path(ctx, path, sizeof path, &key)) {
+        char why[4096];
+        lf_kernel_cache_dir(why, sizeof why);
+        return lf__fail(ctx, LF_ERR_IO, "no cache folder to keep tuned parameters in: %s", why);
+    }
     lf_status st = check_writable(ctx, path, key);
     lf_tuned found;
     if (st != LF_OK || !load_entry(ctx, &found)) memset(&found, 0, sizeof found);

@@ -35,8 +35,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* OpenCL as the includer finds it: the library needs only OpenCL 1.2, and
- * leaves CL_TARGET_OPENCL_VERSION to the application. */
+/* The library's API needs only OpenCL 1.2: that is the target unless the
+ * application chose one before including this header (define
+ * CL_TARGET_OPENCL_VERSION first to use newer OpenCL calls), so the OpenCL
+ * headers need not guess and say so at every include. */
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
 #if defined(__APPLE__) || defined(__MACOSX)
 #include <OpenCL/opencl.h>
 #else
@@ -158,8 +163,14 @@ typedef struct lf_context lf_context;
  * message goes to errbuf (may be NULL).
  * Kernels are cached on disk under LINFORMER_CACHE_DIR (default
  * $XDG_CACHE_HOME/linformer or ~/.cache/linformer; "off" disables the cache).
- * LINFORMER_KERNEL_DIR, when set, loads the kernel sources from that folder
- * instead of the copies built into the library.
+ * A folder that is not the user's own (its owner is not the effective user,
+ * root included) or that its group or others may write is not used: every
+ * kernel is then compiled and nothing is read or written there (a binary
+ * planted in it would run on the device). An entry in the folder that is
+ * another user's or writable by group or others is ignored and rewritten.
+ * lf_kernel_cache_dir says which holds. LINFORMER_KERNEL_DIR, when set, loads
+ * the kernel sources from that folder instead of the copies built into the
+ * library.
  * The attention kernel has two variants: "cpu" (several queries a work-item,
  * no local memory) on devices of type LF_DEVICE_CPU, "gpu" (one query a
  * work-item, key tiles in local memory) on all others.
@@ -168,6 +179,16 @@ typedef struct lf_context lf_context;
  */
 LF_API lf_status lf_context_create(const char *selector, lf_context **out, char *errbuf,
                                    size_t errbuf_size);
+
+/*
+ * The kernel cache as contexts created now use it, from the environment: LF_OK
+ * and the folder's path in `out` (created if missing), or, when kernels will
+ * not be cached, why in `out`: LF_ERR_UNSUPPORTED for LINFORMER_CACHE_DIR=off,
+ * LF_ERR_IO when there is no usable folder (no variable to find it from, not a
+ * folder, not writable, another user's or writable by group or others).
+ * LF_ERR_ARGUMENT when out is NULL or size 0.
+ */
+LF_API lf_status lf_kernel_cache_dir(char *out, size_t size);
 
 /*
  * Wraps a host application's own context and in-order queue (retained, released
@@ -180,7 +201,9 @@ LF_API lf_status lf_context_create_from_cl(cl_context context, cl_command_queue 
 
 LF_API void lf_context_free(lf_context *ctx);
 
-/* The message of the last failure on this context; "" when none. Never NULL. */
+/* The message of the last failure on this context; "" when none. Never NULL.
+ * A later successful call leaves it as it is: a call's status says whether it
+ * failed, the message then says why. */
 LF_API const char *lf_context_last_error(const lf_context *ctx);
 
 LF_API lf_status lf_context_device_info(const lf_context *ctx, lf_device_info *info);
@@ -200,7 +223,9 @@ LF_API lf_status lf_context_finish(lf_context *ctx);
  * The default is "host" on CPU devices and "clblast" on the others; the
  * environment variable LINFORMER_GEMM=clblast|host overrides it (any other
  * value makes lf_context_create fail with LF_ERR_ARGUMENT). Both backends
- * are timed in the forward's profile. The host BLAS runs its own threads (by
+ * are timed in the forward's profile. On either backend a sequence's output
+ * bits do not depend on its batch-mates: a GEMM over the rows of a batch runs
+ * once per sequence, each of the same shape. The host BLAS runs its own threads (by
  * default one per core; OPENBLAS_NUM_THREADS sets them), and GEMMs of
  * contexts on different threads may run at once.
  * CLBlast's kernel parameters tuned by `linformer tune` for the device and
@@ -596,14 +621,24 @@ typedef struct lf_model lf_model;
 
 /*
  * Loads a model from a safetensors file in the state-dict names of
- * lucidrains' Linformer (net.layers.{i}.{0,1}.{norm,fn}.*) or LinformerLM
+ * lucidrains' Linformer (net.layers.{i}.{0,1}.{norm,fn}.*, or with
+ * reversible=True net.blocks.{i}.{f,g}.net.{norm,fn}.*: two streams x1 = x2 =
+ * x, x1 += attention(x2), x2 += feed-forward(x1), y = x1 + x2) or LinformerLM
  * (token_emb, pos_emb, linformer.net.layers..., to_logits), or of fairseq's
  * Linformer encoder (layers.{i}.self_attn.{q,k,v,out}_proj, compress_k,
  * compress_v, or one compress_layer for all layers, self_attn_layer_norm,
  * fc1, fc2, final_layer_norm; embed_tokens, embed_positions,
- * layernorm_embedding and layer_norm where present). opts may be NULL.
+ * layernorm_embedding and layer_norm where present). A fairseq token encoder
+ * at "X.sentence_encoder." whose file also holds the masked-LM head
+ * "X.lm_head." (dense, layer_norm, bias, and weight or, tied, embed_tokens)
+ * is an LF_MODEL_LM: logits = LN(act(y Wd^T + bd)) W^T + b, with the model's
+ * activation; without "X.lm_head.dense.weight" the head is not read and the
+ * model gives y. opts may be NULL.
  * An unrecognised layout is LF_ERR_FORMAT, naming what was found and what
  * was expected. Per-layer k comes from each layer's projection shapes.
+ * __metadata__ "causal" is read as lf_attention_load reads it: "0" or absent
+ * loads; "1" is LF_ERR_UNSUPPORTED (the layers' learned E, F mix every
+ * position, see causal attention above); another value is LF_ERR_FORMAT.
  */
 LF_API lf_status lf_model_load(lf_context *ctx, const char *path, const lf_model_options *opts,
                                lf_model **out);
@@ -648,7 +683,9 @@ LF_API lf_status lf_model_create(lf_context *ctx, const lf_model_config *cfg, co
  *     same around the feed-forward), "w1" [R, D], "b1" [R], "w2" [D, F], "b2" [D];
  *   layer -1, the model's: "tok" [V, D], "pos" [P, D], "emb_ln_g", "emb_ln_b",
  *     "final_ln_g", "final_ln_b" [D], "head_w" [V, D], "head_b" [V],
- *     "shared_e" [k, max_seq_len] (the layerwise projection E = F).
+ *     "shared_e" [k, max_seq_len] (the layerwise projection E = F); a fairseq
+ *     LM head loaded from a file also has "head_dense_w" [D, D] and
+ *     "head_dense_b", "head_ln_g", "head_ln_b" [D].
  */
 LF_API lf_status lf_model_set_weight(lf_model *model, int layer, const char *name, const float *data,
                                      size_t count);

@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "helpers.h"
 
@@ -111,3 +112,15 @@ void lf_lucid_model(lf_builder *b, const lf_model_shape *s, lf_ref_model *m, lf_
 #undef NAME
 }
 
+
+void lf_expect_load_refused(lf_context *ctx, const char *path, const lf_model_options *opts, lf_status want,
+                            const char *const *parts)
+{
+    lf_model *m = (lf_model *)1;
+    const lf_status st = lf_model_load(ctx, path, opts, &m);
+    cr_expect_eq(st, want, "%s: got %s: %s", path, lf_status_string(st), lf_context_last_error(ctx));
+    cr_expect_null(m, "*out is not NULL after a failure");
+    for (; *parts; parts++)
+        cr_expect(strstr(lf_context_last_error(ctx), *parts), "message \"%s\" lacks \"%s\"", lf_context_last_error(ctx),
+                  *parts);
+}

@@ -42,4 +42,9 @@ void lf_fairseq_model(lf_builder *b, const char *stem, const lf_model_shape *s, 
  * receives the E and F the reference takes (proj_k, proj_v transposed; the caller frees them). */
 void lf_lucid_model(lf_builder *b, const lf_model_shape *s, lf_ref_model *m, lf_ref_layer *L, float **e_t);
 
+/* lf_model_load of path with opts fails with `want`, leaves its out NULL, and
+ * its message holds every string of the NULL-terminated parts. */
+void lf_expect_load_refused(lf_context *ctx, const char *path, const lf_model_options *opts, lf_status want,
+                            const char *const *parts);
+
 #endif

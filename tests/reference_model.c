@@ -65,13 +65,14 @@ static void feed_forward(const lf_ref_model *m, const lf_ref_layer *L, const dou
     free(mid);
 }
 
-/* One layer on x [len, D] in place. */
-static void layer(const lf_ref_model *m, const lf_ref_layer *L, double *x, int len)
+/* One layer on x [len, D] in place. A reversible block (x2 not NULL) reads
+ * its attention's input from x2 and adds its feed-forward into x2. */
+static void layer(const lf_ref_model *m, const lf_ref_layer *L, double *x, double *x2, int len)
 {
     const size_t count = (size_t)len * m->d_model;
-    double *h = malloc(count * sizeof *h), *a = malloc(count * sizeof *a);
+    double *h = malloc(count * sizeof *h), *a = malloc(count * sizeof *a), *other = x2 ? x2 : x;
     const bool pre = m->norm == LF_NORM_PRE;
-    memcpy(h, x, count * sizeof *h);
+    memcpy(h, other, count * sizeof *h);
     if (pre) layernorm_rows(h, len, m->d_model, m->eps, L->ln1_g, L->ln1_b);
     lf_ref_attention_sequence(&L->attn, &L->w, m->shared_e, h, len, a);
     for (size_t i = 0; i < count; i++) x[i] += a[i];
@@ -79,7 +80,7 @@ static void layer(const lf_ref_model *m, const lf_ref_layer *L, double *x, int l
     memcpy(h, x, count * sizeof *h);
     if (pre) layernorm_rows(h, len, m->d_model, m->eps, L->ln2_g, L->ln2_b);
     feed_forward(m, L, h, len, a);
-    for (size_t i = 0; i < count; i++) x[i] += a[i];
+    for (size_t i = 0; i < count; i++) other[i] += a[i];
     if (!pre) layernorm_rows(x, len, m->d_model, m->eps, L->ln2_g, L->ln2_b);
     free(h), free(a);
 }
@@ -103,12 +104,19 @@ static void embed(const lf_ref_model *m, const float *x, const int64_t *tokens, 
 }
 
 /* Sequence b's residual stream h [len, D] after its embedding and the first
- * `stop` layers. */
+ * `stop` layers. A reversible stack's two streams start as the embedding;
+ * h is then their sum after the last layer, and the second stream (what the
+ * next attention reads) before it. */
 static void stream(const lf_ref_model *m, int stop, const float *x, const int64_t *tokens, int b, int n, int len,
                    double *h)
 {
+    const size_t count = (size_t)len * m->d_model;
     embed(m, x, tokens, b, n, len, h);
-    for (int l = 0; l < stop; l++) layer(m, &m->layer[l], h, len);
+    double *x2 = m->reversible ? malloc(count * sizeof *x2) : NULL;
+    if (x2) memcpy(x2, h, count * sizeof *x2);
+    for (int l = 0; l < stop; l++) layer(m, &m->layer[l], h, x2, len);
+    for (size_t i = 0; x2 && i < count; i++) h[i] = stop == m->layers ? h[i] + x2[i] : x2[i];
+    free(x2);
 }
 
 void lf_ref_model_layer_input(const lf_ref_model *m, int stop, const float *x, const int64_t *tokens, int batch, int n,
@@ -125,6 +133,17 @@ void lf_ref_model_layer_input(const lf_ref_model *m, int stop, const float *x, c
     }
 }
 
+/* fairseq's LM head before its logits: h = LN(act(h Wd^T + bd)), in place. */
+static void head_transform(const lf_ref_model *m, double *h, int len)
+{
+    const int D = m->d_model;
+    double *mid = malloc((size_t)len * D * sizeof *mid);
+    linear(h, len, D, D, m->head_dense_w, m->head_dense_b, D, mid);
+    for (size_t i = 0; i < (size_t)len * D; i++) h[i] = lf_ref_activate(mid[i], m->act);
+    layernorm_rows(h, len, D, m->eps, m->head_ln_g, m->head_ln_b);
+    free(mid);
+}
+
 void lf_ref_model_forward(const lf_ref_model *m, const float *x, const int64_t *tokens, int batch, int n,
                           const int32_t *lengths, double *y)
 {
@@ -137,6 +156,7 @@ void lf_ref_model_forward(const lf_ref_model *m, const float *x, const int64_t *
         if (len == 0) continue;
         stream(m, m->layers, x, tokens, b, n, len, h);
         if (m->final_g) layernorm_rows(h, len, D, m->eps, m->final_g, m->final_b);
+        if (m->head_dense_w) head_transform(m, h, len);
         if (m->kind == LF_MODEL_LM) linear(h, len, D, D, m->logits_w, m->logits_b, m->vocab, yb);
         else memcpy(yb, h, (size_t)len * D * sizeof *yb);
     }

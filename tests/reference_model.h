@@ -39,6 +39,10 @@ typedef struct {
     const float *emb_g, *emb_b;     /* LayerNorm after the embeddings, or NULL */
     const float *final_g, *final_b; /* LayerNorm after the last layer, or NULL */
     const float *logits_w, *logits_b; /* [vocab, D], [vocab] (LM) */
+    const float *head_dense_w, *head_dense_b; /* fairseq's LM head: [D, D], [D], or NULL; with */
+    const float *head_ln_g, *head_ln_b;       /* h = LN(act(h Wd^T + bd)) before the logits */
+    int reversible;                 /* lucidrains' reversible stack: streams x1 = x2 = the input,
+                                       x1 += attn(LN1(x2)), x2 += ffn(LN2(x1)); y = x1 + x2 */
 } lf_ref_model;
 
 /* y [batch, n, out] from x [batch, n, D] (encoder) or tokens [batch, n];

@@ -171,17 +171,6 @@ Test(model_files, workspace_does_not_grow_with_depth_and_forward_cl_matches)
 
 /* ---- Bad files and contradicting options ---- */
 
-static void expect_load_error(const char *path, const lf_model_options *opts, lf_status want, const char *const *parts)
-{
-    lf_model *m = (lf_model *)1;
-    const lf_status st = lf_model_load(ctx, path, opts, &m);
-    cr_expect_eq(st, want, "%s: got %s: %s", path, lf_status_string(st), lf_context_last_error(ctx));
-    cr_expect_null(m, "*out is not NULL after a failure");
-    for (; *parts; parts++)
-        cr_expect(strstr(lf_context_last_error(ctx), *parts), "message \"%s\" lacks \"%s\"", lf_context_last_error(ctx),
-                  *parts);
-}
-
 Test(model_files, options_contradicting_the_metadata_are_errors)
 {
     char path[256];
@@ -191,11 +180,11 @@ Test(model_files, options_contradicting_the_metadata_are_errors)
     write_lucid("contradict", 1, path, sizeof path, &ref, L, e_t);
     free(e_t[0]), free(e_t[1]);
     const lf_model_options heads = {.heads = 4};
-    expect_load_error(path, &heads, LF_ERR_ARGUMENT, (const char *[]){"heads 4", "says 2", NULL});
+    lf_expect_load_refused(ctx, path, &heads, LF_ERR_ARGUMENT, (const char *[]){"heads 4", "says 2", NULL});
     const lf_model_options act = {.activation = LF_ACT_GELU};
-    expect_load_error(path, &act, LF_ERR_ARGUMENT, (const char *[]){"activation gelu", "says relu", NULL});
+    lf_expect_load_refused(ctx, path, &act, LF_ERR_ARGUMENT, (const char *[]){"activation gelu", "says relu", NULL});
     const lf_model_options prefix = {.prefix = "model."};
-    expect_load_error(path, &prefix, LF_ERR_FORMAT, (const char *[]){"under prefix \"model.\"", "expected", NULL});
+    lf_expect_load_refused(ctx, path, &prefix, LF_ERR_FORMAT, (const char *[]){"under prefix \"model.\"", "expected", NULL});
     unlink(path);
 }
 
@@ -203,7 +192,7 @@ Test(model_files, an_attention_layer_file_is_not_a_model)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/tests/data/pytorch/plain.model.safetensors", LF_SOURCE_DIR);
-    expect_load_error(path, NULL, LF_ERR_FORMAT,
+    lf_expect_load_refused(ctx, path, NULL, LF_ERR_FORMAT,
                       (const char *[]){"found 7 tensors", "\"proj_k\"", "net.layers.0.0.fn.to_q.weight",
                                        "layers.0.self_attn.q_proj.weight", NULL});
 }
@@ -234,13 +223,13 @@ Test(model_files, bad_files_name_what_is_wrong)
     char path[256];
     temp_path(path, sizeof path, "bad");
     write_changed(path, "net.layers.0.0.fn.extra", NULL, 2);
-    expect_load_error(path, NULL, LF_ERR_FORMAT, (const char *[]){"unknown tensor \"net.layers.0.0.fn.extra\"", NULL});
+    lf_expect_load_refused(ctx, path, NULL, LF_ERR_FORMAT, (const char *[]){"unknown tensor \"net.layers.0.0.fn.extra\"", NULL});
     write_changed(path, NULL, "net.layers.0.1.fn.w2.weight", 0);
-    expect_load_error(path, NULL, LF_ERR_FORMAT, (const char *[]){"\"net.layers.0.1.fn.w2.weight\" is missing", NULL});
+    lf_expect_load_refused(ctx, path, NULL, LF_ERR_FORMAT, (const char *[]){"\"net.layers.0.1.fn.w2.weight\" is missing", NULL});
     write_changed(path, "token_emb.weight", NULL, 5);
-    expect_load_error(path, NULL, LF_ERR_FORMAT, (const char *[]){"not wrapped as LinformerLM", NULL});
+    lf_expect_load_refused(ctx, path, NULL, LF_ERR_FORMAT, (const char *[]){"not wrapped as LinformerLM", NULL});
     write_changed(path, "other.linformer.net.layers.0.0.fn.to_q.weight", NULL, 8);
-    expect_load_error(path, NULL, LF_ERR_FORMAT, (const char *[]){"more than one model", NULL});
+    lf_expect_load_refused(ctx, path, NULL, LF_ERR_FORMAT, (const char *[]){"more than one model", NULL});
     unlink(path);
 }
 

@@ -244,6 +244,25 @@ Test(run, extra_input_tensors_are_noted_and_ignored)
     cr_expect(holds_output(p));
 }
 
+/* Where kernels cannot be cached, run says so and why, never "cached in". */
+Test(run, an_unusable_kernel_cache_is_said)
+{
+    char file[128], log[8192];
+    path(file, "not-a-folder");
+    FILE *f = fopen(file, "w");
+    cr_assert_not_null(f);
+    fclose(f);
+    const char *places[] = {file, "/dev/null", NULL};
+    for (size_t i = 0; i < sizeof places / sizeof places[0]; i++) {
+        if (places[i]) setenv("LINFORMER_CACHE_DIR", places[i], 1);
+        else unsetenv("LINFORMER_CACHE_DIR"), unsetenv("XDG_CACHE_HOME"), unsetenv("HOME");
+        cr_expect_eq(run_plain("--check", log, sizeof log), 0, "%s", log);
+        cr_expect_null(strstr(log, "cached in"), "%s: %s", places[i] ? places[i] : "no HOME", log);
+        cr_expect_neq(strstr(log, "not cached ("), NULL, "%s: %s", places[i] ? places[i] : "no HOME", log);
+        cr_expect_neq(strstr(log, places[i] ? "is not a folder" : "HOME"), NULL, "the reason: %s", log);
+    }
+}
+
 Test(run, heads_contradicting_the_metadata_is_an_error)
 {
     char log[8192];

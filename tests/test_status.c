@@ -96,3 +96,24 @@ Test(status, fresh_context_has_empty_last_error)
     cr_expect_neq(strstr(lf_context_last_error(ctx), "out"), NULL, "message: %s", lf_context_last_error(ctx));
     lf_context_free(ctx);
 }
+
+/* The message is the last failure's: later successful calls leave it as it
+ * is (linformer.h), so a status, not the message, says whether a call failed. */
+Test(status, last_error_outlives_later_successes)
+{
+    lf_context *ctx = lf_test_context();
+    cr_expect_eq(lf_attention_create(ctx, NULL, NULL, NULL), LF_ERR_ARGUMENT);
+    char first[1024];
+    snprintf(first, sizeof first, "%s", lf_context_last_error(ctx));
+    cr_assert_neq(first[0], 0);
+    lf_attention_config cfg;
+    lf_attention_config_init(&cfg, 8, 2, 16, 4);
+    lf_attention *layer = NULL;
+    cr_assert_eq(lf_attention_create(ctx, &cfg, NULL, &layer), LF_OK);
+    cr_assert_eq(lf_attention_init_random(layer, 3), LF_OK);
+    float x[16 * 8] = {0}, y[16 * 8];
+    cr_assert_eq(lf_attention_forward(layer, x, y, 1, 16, NULL), LF_OK);
+    cr_expect_str_eq(lf_context_last_error(ctx), first, "a successful call changed the last failure's message");
+    lf_attention_free(layer);
+    lf_context_free(ctx);
+}
