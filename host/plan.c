@@ -159,6 +159,45 @@ lf_attention_tiles lf__attention_tiles(lf_kernel_variant variant, int dh, const 
     return t;
 }
 
+/* Flops of the key/value side of one sequence of max_seq_len rows, in each
+ * order: projecting first, K = x Wk^T on n rows then E K; or compressing
+ * first, E x on D columns (with E's row sums for the biases) then Wk on k
+ * rows. With share_kv one matrix serves K and V; where E = F (key-value or
+ * layerwise sharing) E x is computed once for both. */
+static bool input_first_cheaper(const lf_plan *p)
+{
+    const double D = p->cfg.d_model, k = p->cfg.k, n = p->cfg.max_seq_len, kv = (double)p->kvdim;
+    const double xgroups = p->f_separate ? 2 : 1;
+    const double project_first = p->groups * (2 * n * D * kv + 2 * k * n * kv);
+    const double input_first = xgroups * (2 * k * n * D + 2 * k * n) + p->groups * (2 * k * D * kv + 2 * k * kv);
+    return input_first < project_first;
+}
+
+/* The order of evaluation of Linformer's key/value side. LF_POSITION_INPUT
+ * means input first. For LF_POSITION_KV the input-first order gives the same
+ * result up to rounding where one matrix E (and F) serves every head and no
+ * causal mask applies: E (x Wk^T + 1 bk^T) = (E x) Wk^T + (E 1) bk^T. There
+ * the cheaper order at max_seq_len is taken, once per layer, so that a
+ * sequence's result does not depend on the padded length of its batch.
+ * LINFORMER_ORDER=input-first|project-first forces one where both are exact. */
+static lf_status kv_order(lf_plan *p, char *msg, size_t msg_size)
+{
+    const lf_attention_config *c = &p->cfg;
+    p->input_side = p->linformer && c->position == LF_POSITION_INPUT;
+    const bool exact = p->linformer && c->position == LF_POSITION_KV && p->matrix_proj && !p->per_head_proj &&
+                       !c->causal;
+    const char *env = getenv("LINFORMER_ORDER");
+    bool first = exact && input_first_cheaper(p);
+    if (env && strcmp(env, "input-first") == 0) first = exact;
+    else if (env && strcmp(env, "project-first") == 0) first = false;
+    else if (env && *env && strcmp(env, "auto") != 0)
+        return FAIL(LF_ERR_ARGUMENT, "LINFORMER_ORDER is \"%s\": use \"input-first\", \"project-first\" or \"auto\"",
+                    env);
+    p->bias_row_sums = first;
+    p->input_side = p->input_side || first;
+    return LF_OK;
+}
+
 lf_status lf__plan_resolve(const lf_attention_config *cfg, const lf_device_info *device, bool has_shared,
                            lf_plan *plan, char *msg, size_t msg_size)
 {
@@ -183,7 +222,6 @@ lf_status lf__plan_resolve(const lf_attention_config *cfg, const lf_device_info 
     p->kvdim = (size_t)p->kvh * p->dh;
     p->cols = p->qdim + (c->share_kv ? 1 : 2) * p->kvdim;
     p->groups = c->share_kv ? 1 : 2;
-    p->input_side = p->linformer && c->position == LF_POSITION_INPUT;
     p->f_separate = !c->share_kv && (c->sharing == LF_SHARE_NONE || c->sharing == LF_SHARE_HEADWISE);
     p->matrix_proj = c->proj_kind == LF_PROJ_LEARNED || c->proj_kind == LF_PROJ_RANDOM;
     p->per_head_proj = c->sharing == LF_SHARE_NONE && c->proj_kind != LF_PROJ_MEAN_POOL;
@@ -191,6 +229,7 @@ lf_status lf__plan_resolve(const lf_attention_config *cfg, const lf_device_info 
     LF_TRY(lf__kernel_variant(device, &variant, msg, msg_size));
     const lf_attention_tiles tiles = lf__attention_tiles(variant, p->dh, device);
     p->tile_keys = tiles.tile_keys, p->tile_queries = tiles.tile_queries, p->query_block = tiles.query_block;
+    LF_TRY(kv_order(p, msg, msg_size));
     if (p->linformer && c->path == LF_PATH_AUTO) c->path = c->causal ? LF_PATH_FUSED : auto_path(p, device);
     if (!p->linformer) c->path = LF_PATH_AUTO;
     p->tiled = c->mode == LF_MODE_FLASH || (p->linformer && c->path == LF_PATH_FUSED);

@@ -39,7 +39,8 @@ typedef struct {
     size_t cols;             /* columns of the fused projection output [Q | K | V] */
     int groups;              /* compressed groups: 2 (K~ and V~), 1 with share_kv */
     bool linformer;          /* mode is Linformer */
-    bool input_side;         /* the sequence projection comes before Wk, Wv (fairseq) */
+    bool input_side;         /* evaluated input first: E x (and F x), then Wk, Wv (see kv_order in plan.c) */
+    bool bias_row_sums;      /* input first for LF_POSITION_KV: bk, bv go through E's row sums */
     bool f_separate;         /* F is its own matrix (else F = E) */
     bool matrix_proj;        /* E is a matrix (learned or random), not a window */
     bool per_head_proj;      /* one E per key/value head */

@@ -4,7 +4,8 @@
  *   x [B,n,D] -> Q,K,V = x W^T + b (one GEMM over the fused weights)
  *   linformer: K~ = E K, V~ = F V per sequence (a GEMM per sequence, or
  *              seq_project.cl for pooling and convolution; padded rows never
- *              enter), or E x, F x first and then Wk, Wv (fairseq's order)
+ *              enter), or E x, F x first and then Wk, Wv (the plan's order:
+ *              fairseq's meaning, or the cheaper one where both are exact)
  *   attend:    attention.cl tiled over keys (flash, fused Linformer), or scores
  *              through GEMMs and the masked softmax (dense, Linformer's GEMM path)
  *   -> y = O Wo^T + bo, rows past each length set to 0.
@@ -16,12 +17,11 @@ static lf_status reserve(const lf_pass *p, lf_ws_id id, size_t bytes, const char
     return lf__reserve(p->ctx, &p->ws->buf[id], &p->ws->cap[id], bytes, what);
 }
 
-static lf_status fill_zero(const lf_pass *p, cl_mem buf, size_t offset, size_t floats)
+static lf_status fill(const lf_pass *p, cl_mem buf, size_t offset, size_t floats, float value)
 {
-    const float zero = 0.0f;
-    LF_CL_CHECK(p->ctx, clEnqueueFillBuffer(p->ctx->queue, buf, &zero, sizeof zero, offset * sizeof(float),
+    LF_CL_CHECK(p->ctx, clEnqueueFillBuffer(p->ctx->queue, buf, &value, sizeof value, offset * sizeof(float),
                                             floats * sizeof(float), 0, NULL, lf__event(p->tl)),
-                "clEnqueueFillBuffer(zero rows)");
+                "clEnqueueFillBuffer");
     lf__event_done(p->tl, "fill");
     return LF_OK;
 }
@@ -92,6 +92,7 @@ typedef struct {
     int in_ld, in_gstride;
     cl_mem out;
     int out_ld, cols, head_cols, groups;
+    const char *what; /* the stage's name in the profile */
 } lf_compress_args;
 
 /* A matrix projection: one GEMM per sequence whose inner dimension is that
@@ -106,7 +107,7 @@ static lf_status compress_matrix(const lf_pass *p, const lf_compress_args *a, cl
     for (int b = 0; b < p->batch; b++) {
         const size_t out_off = (size_t)b * k * a->out_ld;
         if (p->lengths[b] == 0) { /* the sum is empty: zero rows */
-            LF_TRY(fill_zero(p, a->out, out_off, (size_t)k * a->out_ld));
+            LF_TRY(fill(p, a->out, out_off, (size_t)k * a->out_ld, 0.0f));
             continue;
         }
         lf_gemm_args g = {.m = k, .n = width, .k = p->lengths[b], .alpha = 1.0f,
@@ -115,7 +116,7 @@ static lf_status compress_matrix(const lf_pass *p, const lf_compress_args *a, cl
                           .b_stride = per_head ? width : (size_t)a->in_gstride,
                           .c = a->out, .c_off = out_off, .ldc = a->out_ld, .c_stride = width,
                           .batch = per_head ? (size_t)a->groups * pl->kvh : (size_t)a->groups,
-                          .what = "seq_project"};
+                          .what = a->what};
         LF_TRY(lf__gemm(p->ctx, &g, p->tl));
     }
     return LF_OK;
@@ -137,7 +138,35 @@ static lf_status compress(const lf_pass *p, const lf_compress_args *a)
     return lf__launch_seq_project_window(p->ctx, &w, p->tl);
 }
 
-/* fairseq's order: E x (and F x), then K~ = (E x) Wk^T + bk, V~ = (F x) Wv^T + bv. */
+/* K~ += (E[:, :len] 1) bk^T, V~ += (F[:, :len] 1) bv^T: the biases through
+ * the row sums of E over each sequence's own length (a GEMM with a ones vector). */
+static lf_status bias_row_sums(const lf_pass *p, cl_mem comp, size_t comp_ld, int xgroups)
+{
+    const lf_plan *pl = p->plan;
+    const size_t rows = (size_t)p->batch * pl->cfg.k, ones = (size_t)p->batch * p->n, kv = pl->kvdim;
+    if (!pl->cfg.bias_k && !pl->cfg.bias_v) return LF_OK;
+    LF_TRY(reserve(p, LF_WS_ONES, ones * sizeof(float), "ones"));
+    LF_TRY(reserve(p, LF_WS_ROW_SUMS, rows * xgroups * sizeof(float), "row sums of E"));
+    LF_TRY(fill(p, p->ws->buf[LF_WS_ONES], 0, ones, 1.0f));
+    cl_mem sums = p->ws->buf[LF_WS_ROW_SUMS];
+    const lf_compress_args a = {.in = p->ws->buf[LF_WS_ONES], .in_ld = 1, .out = sums, .out_ld = xgroups,
+                                .cols = 1, .head_cols = 1, .groups = xgroups, .what = "row sums of E"};
+    LF_TRY(compress(p, &a));
+    for (int g = 0; g < pl->groups; g++) {
+        if (!(g == 0 ? pl->cfg.bias_k : pl->cfg.bias_v)) continue;
+        lf_gemm_args bg = {.m = rows, .n = kv, .k = 1, .alpha = 1.0f, .beta = 1.0f,
+                           .a = sums, .a_off = xgroups == 2 ? g : 0, .lda = xgroups,
+                           .b = p->w->buf[LF_BUF_B_QKV], .b_off = pl->qdim + g * kv, .ldb = kv,
+                           .c = comp, .c_off = g * kv, .ldc = comp_ld, .seq_rows = pl->cfg.k,
+                           .what = "bias kv (row sums)"};
+        LF_TRY(lf__gemm(p->ctx, &bg, p->tl));
+    }
+    return LF_OK;
+}
+
+/* Input first: E x (and F x), then K~ = (E x) Wk^T, V~ = (F x) Wv^T, and the
+ * biases either as they are (fairseq's meaning, LF_POSITION_INPUT) or through
+ * E's row sums (the same result as projecting first, LF_POSITION_KV). */
 static lf_status compress_input_side(const lf_pass *p, cl_mem x, cl_mem comp, size_t comp_ld)
 {
     const lf_plan *pl = p->plan;
@@ -147,7 +176,7 @@ static lf_status compress_input_side(const lf_pass *p, cl_mem x, cl_mem comp, si
     LF_TRY(reserve(p, LF_WS_INPUT_COMPRESSED, rows * xc_ld * sizeof(float), "E x|F x"));
     cl_mem xc = p->ws->buf[LF_WS_INPUT_COMPRESSED];
     const lf_compress_args a = {.in = x, .in_ld = (int)D, .out = xc, .out_ld = (int)xc_ld, .cols = (int)D,
-                                .head_cols = (int)D, .groups = xgroups};
+                                .head_cols = (int)D, .groups = xgroups, .what = "seq_project, input first"};
     LF_TRY(compress(p, &a));
     for (int g = 0; g < pl->groups; g++) {
         lf_gemm_args kvg = {.trans_b = true, .m = rows, .n = kv, .k = D, .alpha = 1.0f,
@@ -157,6 +186,7 @@ static lf_status compress_input_side(const lf_pass *p, cl_mem x, cl_mem comp, si
                             .what = "gemm kv"};
         LF_TRY(lf__gemm(p->ctx, &kvg, p->tl));
     }
+    if (pl->bias_row_sums) return bias_row_sums(p, comp, comp_ld, xgroups);
     const lf_bias_rows_args b = {.y = comp, .ld = (int)comp_ld, .cols = (int)comp_ld, .rows = (int)rows,
                                  .bias = p->w->buf[LF_BUF_B_QKV], .bias_off = q,
                                  .has_bias = pl->cfg.bias_k || pl->cfg.bias_v,
@@ -192,7 +222,7 @@ static lf_status keys_values(const lf_pass *p, cl_mem x, lf_view *keys, lf_view 
     } else {
         const lf_compress_args a = {.in = p->ws->buf[LF_WS_QKV], .in_off = q, .in_ld = (int)C, .in_gstride = (int)kv,
                                     .out = comp, .out_ld = (int)comp_ld, .cols = (int)kv, .head_cols = pl->dh,
-                                    .groups = pl->groups};
+                                    .groups = pl->groups, .what = "seq_project"};
         LF_TRY(compress(p, &a));
     }
     *keys = (lf_view){comp, 0, (int)comp_ld, k * comp_ld};
@@ -244,7 +274,7 @@ static lf_status attend_gemm(const lf_pass *p, lf_view q, lf_view k, lf_view v, 
     for (int b = 0; b < p->batch; b++) {
         const int len = p->lengths[b], keys_valid = key_count ? key_count : len;
         if (len == 0) { /* nothing to attend to: the sequence's rows of o are 0 */
-            LF_TRY(fill_zero(p, o.buf, o.off + b * o.bstride, n * o.ld));
+            LF_TRY(fill(p, o.buf, o.off + b * o.bstride, n * o.ld, 0.0f));
             continue;
         }
         for (size_t h0 = 0; h0 < heads; h0 += chunk) {

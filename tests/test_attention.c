@@ -2,8 +2,11 @@
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "layer_case.h"
+#include "plan.h"
 
 #define TOL 1e-5
 
@@ -153,4 +156,100 @@ Test(attention, automatic_path_is_resolved_at_create)
                      shapes[i].k, (unsigned long long)info.local_mem_bytes);
         lf_attention_free(layer);
     }
+}
+
+/* The plan's order of the key/value side for c on this device: true when the
+ * input is compressed first with the biases through E's row sums. */
+static bool plan_input_first(const lf_attention_config *c)
+{
+    lf_device_info info;
+    cr_assert_eq(lf_context_device_info(ctx, &info), LF_OK);
+    lf_plan plan;
+    char msg[256];
+    cr_assert_eq(lf__plan_resolve(c, &info, c->sharing == LF_SHARE_LAYERWISE, &plan, msg, sizeof msg), LF_OK, "%s",
+                 msg);
+    cr_assert(!plan.bias_row_sums || plan.input_side);
+    return plan.bias_row_sums;
+}
+
+/* Both orders of evaluation, forced, on every sharing mode where one E serves
+ * every head: mixed lengths with 0 and 1, biases on and off, share_kv, one
+ * key/value head, k below and above n. */
+Test(attention, both_orders_of_evaluation)
+{
+    static const char *orders[] = {"project-first", "input-first"};
+    static const int32_t lens[] = {37, 0, 1, 20};
+    static const int ks[] = {12, 45};
+    for (int o = 0; o < 2; o++) {
+        cr_assert_eq(setenv("LINFORMER_ORDER", orders[o], 1), 0);
+        for (int s = LF_SHARE_HEADWISE; s <= LF_SHARE_LAYERWISE; s++)
+            for (int variant = 0; variant < 16; variant++) {
+                lf_case c = {config(48, 4, 50, ks[variant & 1], LF_MODE_LINFORMER), 4, 37, lens};
+                c.cfg.sharing = (lf_sharing)s;
+                c.cfg.share_kv = (variant >> 1) & 1;
+                c.cfg.kv_heads = (variant >> 2) & 1;
+                c.cfg.bias_q = c.cfg.bias_k = c.cfg.bias_out = (variant >> 3) & 1;
+                c.cfg.bias_v = ((variant >> 3) ^ variant) & 1; /* also bk without bv and bv without bk */
+                c.cfg.seed = 99 + variant;
+                cr_expect_eq(plan_input_first(&c.cfg), o == 1, "%s was not the plan's order", orders[o]);
+                char what[96];
+                snprintf(what, sizeof what, "%s, sharing %d, share_kv %d, kv_heads %d, bk %d bv %d, k %d", orders[o], s,
+                         c.cfg.share_kv, c.cfg.kv_heads, c.cfg.bias_k, c.cfg.bias_v, c.cfg.k);
+                expect_exact(&c, what);
+                if (variant & 1) continue;
+                /* padded rows never read: alone, a sequence differs by the rounding of the
+                 * host BLAS's batch-sized Wk GEMM at most (one read padded row: far more) */
+                double d = lf_case_batch_vs_alone(ctx, &c);
+                cr_expect_leq(d, 1e-5, "%s: a sequence in a batch differs from itself alone by %.3g", what, d);
+            }
+    }
+    unsetenv("LINFORMER_ORDER");
+}
+
+/* Where the input-first order is not exact, forcing it changes nothing. */
+static void expect_project_first_forced(lf_attention_config c, const char *what)
+{
+    cr_assert_eq(setenv("LINFORMER_ORDER", "input-first", 1), 0);
+    cr_expect(!plan_input_first(&c), "%s: evaluated input first", what);
+    unsetenv("LINFORMER_ORDER");
+}
+
+Test(attention, order_is_chosen_from_the_sizes)
+{
+    unsetenv("LINFORMER_ORDER");
+    /* lucidrains' default layer: K and V from E x cost 2.4 GFLOP at n 4096, against 6.4 projected first */
+    lf_attention_config c = config(512, 8, 4096, 256, LF_MODE_LINFORMER);
+    cr_expect(plan_input_first(&c), "d_model 512, 8 heads, k 256, n 4096: input first is cheaper");
+    c.share_kv = 1;
+    cr_expect(plan_input_first(&c), "share_kv: input first is cheaper");
+    c.share_kv = 0, c.kv_heads = 1; /* 64 key/value columns: projecting n rows costs less than E x */
+    cr_expect(!plan_input_first(&c), "one key/value head: projecting first is cheaper");
+    c = config(512, 8, 64, 256, LF_MODE_LINFORMER); /* k > max_seq_len */
+    cr_expect(!plan_input_first(&c), "k above max_seq_len: projecting first is cheaper");
+
+    c = config(512, 8, 4096, 256, LF_MODE_LINFORMER);
+    c.sharing = LF_SHARE_NONE;
+    expect_project_first_forced(c, "one E per head");
+    c.sharing = LF_SHARE_HEADWISE, c.proj_kind = LF_PROJ_MEAN_POOL;
+    expect_project_first_forced(c, "mean pooling");
+    c.proj_kind = LF_PROJ_CONV, c.causal = 1;
+    expect_project_first_forced(c, "causal");
+    c.proj_kind = LF_PROJ_LEARNED, c.causal = 0, c.position = LF_POSITION_INPUT;
+    expect_project_first_forced(c, "LF_POSITION_INPUT (biases unprojected, never through the row sums)");
+}
+
+Test(attention, order_override_is_checked)
+{
+    lf_attention_config c = config(48, 2, 50, 8, LF_MODE_LINFORMER);
+    lf_attention *layer = NULL;
+    cr_assert_eq(setenv("LINFORMER_ORDER", "sideways", 1), 0);
+    cr_expect_eq(lf_attention_create(ctx, &c, NULL, &layer), LF_ERR_ARGUMENT);
+    cr_expect(strstr(lf_context_last_error(ctx), "LINFORMER_ORDER") != NULL, "%s", lf_context_last_error(ctx));
+    cr_expect_null(layer);
+    /* a causal learned projection stays refused, whatever the order asked for */
+    cr_assert_eq(setenv("LINFORMER_ORDER", "input-first", 1), 0);
+    c.causal = 1;
+    cr_expect_eq(lf_attention_create(ctx, &c, NULL, &layer), LF_ERR_UNSUPPORTED);
+    cr_expect(strstr(lf_context_last_error(ctx), "causal") != NULL, "%s", lf_context_last_error(ctx));
+    unsetenv("LINFORMER_ORDER");
 }

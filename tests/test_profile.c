@@ -38,23 +38,39 @@ static void expect_consistent(const lf_stage_time *stages, size_t count, double 
     cr_expect_leq(sum, total_ms * (1.0 + 1e-9) + 1e-6, "stages add up to %g ms, the forward took %g ms", sum, total_ms);
 }
 
+/* A layer of c with random weights after one forward of 2 x 37 rows. */
+static lf_attention *layer_after_forward(const lf_attention_config *c)
+{
+    lf_attention *layer = NULL;
+    cr_assert_eq(lf_attention_create(ctx, c, NULL, &layer), LF_OK, "%s", lf_context_last_error(ctx));
+    cr_assert_eq(lf_attention_init_random(layer, lf_test_seed()), LF_OK);
+    const size_t count = (size_t)2 * 37 * c->d_model;
+    uint64_t rng = lf_test_seed();
+    float *x = lf_test_random(count, &rng, -1, 1), *y = malloc(count * sizeof *y);
+    cr_assert_eq(lf_attention_forward(layer, x, y, 2, 37, NULL), LF_OK, "%s", lf_context_last_error(ctx));
+    free(x), free(y);
+    return layer;
+}
+
+/* The stages of the layer's last forward, `count` of them (freed by the caller). */
+static lf_stage_time *last_stages(lf_attention *layer, size_t *count)
+{
+    cr_assert_eq(lf_attention_last_profile(layer, NULL, 0, count), LF_OK, "%s", lf_context_last_error(ctx));
+    cr_assert_geq(*count, 3u);
+    lf_stage_time *stages = calloc(*count, sizeof *stages);
+    size_t again = 0;
+    cr_assert_eq(lf_attention_last_profile(layer, stages, *count, &again), LF_OK);
+    cr_expect_eq(again, *count);
+    return stages;
+}
+
 Test(profile, layer_stages_follow_the_forward)
 {
     lf_attention_config c;
     lf_attention_config_init(&c, 24, 3, 40, 7);
-    lf_attention *layer = NULL;
-    cr_assert_eq(lf_attention_create(ctx, &c, NULL, &layer), LF_OK, "%s", lf_context_last_error(ctx));
-    cr_assert_eq(lf_attention_init_random(layer, lf_test_seed()), LF_OK);
-    const int batch = 2, n = 37;
-    uint64_t rng = lf_test_seed();
-    float *x = lf_test_random((size_t)batch * n * 24, &rng, -1, 1), *y = malloc((size_t)batch * n * 24 * sizeof *y);
-    cr_assert_eq(lf_attention_forward(layer, x, y, batch, n, NULL), LF_OK, "%s", lf_context_last_error(ctx));
-
-    size_t count = 0;
-    cr_assert_eq(lf_attention_last_profile(layer, NULL, 0, &count), LF_OK, "%s", lf_context_last_error(ctx));
-    cr_assert_geq(count, 3u);
-    lf_stage_time *stages = calloc(count, sizeof *stages);
-    size_t again = 0;
+    lf_attention *layer = layer_after_forward(&c);
+    size_t count = 0, again = 0;
+    lf_stage_time *stages = last_stages(layer, &count);
     /* a short array gets the first stages and the real count */
     cr_assert_eq(lf_attention_last_profile(layer, stages, 1, &again), LF_OK);
     cr_expect_eq(again, count);
@@ -65,8 +81,38 @@ Test(profile, layer_stages_follow_the_forward)
     const lf_stage_time *out = stage(stages, count, "gemm out");
     cr_assert_not_null(out, "no \"gemm out\" stage");
     cr_expect_eq(out->commands, 1u, "one output projection a forward, got %u", out->commands);
-    free(stages), free(x), free(y);
+    free(stages);
     lf_attention_free(layer);
+}
+
+/* The profile says which order of evaluation ran: input first, E x of each
+ * sequence, Wk and Wv on k rows and the biases through E's row sums. */
+Test(profile, stages_name_the_order_of_evaluation)
+{
+    static const struct { const char *order, *present[4], *absent[2]; unsigned commands[4]; } cases[] = {
+        {"project-first", {"gemm qkv", "seq_project", NULL}, {"gemm q", "seq_project, input first"}, {1, 2}},
+        {"input-first", {"gemm q", "seq_project, input first", "row sums of E", "bias kv (row sums)"},
+         {"gemm qkv", "seq_project"}, {1, 2, 2, 2}},
+    };
+    lf_attention_config c;
+    lf_attention_config_init(&c, 24, 3, 40, 7);
+    for (size_t i = 0; i < 2; i++) {
+        cr_assert_eq(setenv("LINFORMER_ORDER", cases[i].order, 1), 0);
+        lf_attention *layer = layer_after_forward(&c);
+        size_t count = 0;
+        lf_stage_time *stages = last_stages(layer, &count);
+        for (int j = 0; j < 4 && cases[i].present[j]; j++) {
+            const lf_stage_time *s = stage(stages, count, cases[i].present[j]);
+            cr_assert_not_null(s, "%s: no \"%s\" stage", cases[i].order, cases[i].present[j]);
+            cr_expect_eq(s->commands, cases[i].commands[j], "%s: %s", cases[i].order, cases[i].present[j]);
+        }
+        for (int j = 0; j < 2; j++)
+            cr_expect_null(stage(stages, count, cases[i].absent[j]), "%s ran \"%s\"", cases[i].order,
+                           cases[i].absent[j]);
+        free(stages);
+        lf_attention_free(layer);
+    }
+    unsetenv("LINFORMER_ORDER");
 }
 
 /* Sets every weight of layer i of `m` from a temporary layer of the same
