@@ -9,6 +9,20 @@
 #include "linformer.h"
 
 /* A value no kernel writes: tests fill outputs with it first. */
+/* 1 when built with AddressSanitizer, which maps terabytes of shadow memory:
+ * a memory limit (ulimit -v or -d) keeps it from starting, and RSS says
+ * nothing under it (freed memory stays in quarantine). */
+#if defined(__SANITIZE_ADDRESS__)
+#define LF_TEST_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LF_TEST_UNDER_ASAN 1
+#endif
+#endif
+#ifndef LF_TEST_UNDER_ASAN
+#define LF_TEST_UNDER_ASAN 0
+#endif
+
 #define LF_POISON 1.2345e30f
 
 /* Fresh random data: each call draws from a generator seeded from the clock

@@ -16,6 +16,7 @@
 
 Test(bench_memory, a_large_n_is_an_oom_row_and_the_sweep_goes_on, .timeout = 600)
 {
+    if (LF_TEST_UNDER_ASAN) cr_skip_test("a data limit keeps AddressSanitizer from starting");
     char cmd[2048], log[16384];
     /* n 65536, batch 8, d_model 512: 5 GiB of inputs and outputs, past a 2 GiB limit; n 16 fits */
     snprintf(cmd, sizeof cmd, "(ulimit -d 2097152 && %s " BENCH " --d-model 512 --n 16,65536 --batch 8)",
@@ -28,6 +29,7 @@ Test(bench_memory, a_large_n_is_an_oom_row_and_the_sweep_goes_on, .timeout = 600
 
 Test(bench_memory, weights_past_the_host_make_every_point_oom, .timeout = 600)
 {
+    if (LF_TEST_UNDER_ASAN) cr_skip_test("a data limit keeps AddressSanitizer from starting");
     char cmd[2048], log[16384];
     /* d_model 65536: 64 GiB of weights, and as much again for a CPU device's copy */
     snprintf(cmd, sizeof cmd, "(ulimit -d 4194304 && %s " BENCH " --d-model 65536 --n 16)", LF_TOOL_PATH);

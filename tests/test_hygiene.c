@@ -29,18 +29,8 @@
 
 TestSuite(hygiene, .timeout = 1200);
 
-/* AddressSanitizer holds freed memory in quarantine and LeakSanitizer reports
- * leaks at exit, so under it RSS says nothing and the loops only feed LSan. */
-#if defined(__SANITIZE_ADDRESS__)
-#define RSS_MEANINGFUL 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define RSS_MEANINGFUL 0
-#endif
-#endif
-#ifndef RSS_MEANINGFUL
-#define RSS_MEANINGFUL 1
-#endif
+/* Under AddressSanitizer RSS says nothing and the loops only feed LeakSanitizer. */
+#define RSS_MEANINGFUL (!LF_TEST_UNDER_ASAN)
 
 static void expect_flat(long grown, long margin, int rounds, const char *what)
 {

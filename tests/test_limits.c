@@ -353,23 +353,10 @@ static limited_result list_limited(size_t extra)
     return r;
 }
 
-/* AddressSanitizer maps terabytes of shadow memory and refuses an
- * address-space limit: these cases mean nothing under it. */
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-#ifndef UNDER_ASAN
-#define UNDER_ASAN 0
-#endif
-
 /* Runs one case in a child; a crash or a hang fails the test. */
 static limited_result run_limited(int which, size_t extra, int n)
 {
-    if (UNDER_ASAN) cr_skip_test("an address-space limit does not apply under AddressSanitizer");
+    if (LF_TEST_UNDER_ASAN) cr_skip_test("an address-space limit does not apply under AddressSanitizer");
     int fd[2];
     cr_assert_eq(pipe(fd), 0);
     fflush(NULL);
