@@ -6,7 +6,7 @@
  * below what a leak would add: each layer here holds ~100 KiB of device
  * memory, which on a CPU device is host memory, so leaking one per iteration
  * would grow RSS by ~100 MiB over 1000 iterations. Host-side leaks of any size
- * are LeakSanitizer's job (tools/check-robustness.sh runs this test under it).
+ * are LeakSanitizer's job (scripts/check-robustness.sh runs this test under it).
  *
  * Contexts are created 200 times, not 1000: each one takes the OpenCL context
  * the one before left (host/context.c keeps it, and with it CLBlast's GEMM
