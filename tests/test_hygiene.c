@@ -174,3 +174,26 @@ Test(hygiene, freed_context_is_reused_on_its_device)
     lf_context_free(live);
     clReleaseContext(kept);
 }
+
+/* At most 4 OpenCL contexts are kept (linformer.h, lf_context_free): of 5
+ * freed at once, one is released. Each is retained here to read its count. */
+Test(hygiene, at_most_four_contexts_are_kept)
+{
+    enum { N = 5 };
+    lf_context *ctx[N];
+    cl_context cl[N];
+    for (int i = 0; i < N; i++) {
+        ctx[i] = lf_test_context();
+        cl[i] = lf_context_cl_context(ctx[i]);
+        clRetainContext(cl[i]);
+    }
+    for (int i = 0; i < N; i++) lf_context_free(ctx[i]);
+    int kept = 0;
+    for (int i = 0; i < N; i++) {
+        cl_uint refs = 0;
+        cr_assert_eq(clGetContextInfo(cl[i], CL_CONTEXT_REFERENCE_COUNT, sizeof refs, &refs, NULL), CL_SUCCESS);
+        kept += refs > 1;
+        clReleaseContext(cl[i]);
+    }
+    cr_expect_eq(kept, 4, "%d of %d freed contexts' OpenCL contexts are still held", kept, N);
+}
