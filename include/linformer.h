@@ -455,7 +455,7 @@ LF_API lf_status lf_attention_probabilities(lf_attention *layer, const float *x,
 LF_API lf_status lf_attention_last_time_ms(lf_attention *layer, double *ms);
 
 /* Where the last forward's device time went: one entry per stage ("gemm qkv",
- * "seq_project_matrix", "attention_tiled", "softmax_rows", "gemm out", ...), in
+ * "seq_project", "attention_tiled", "softmax_rows", "gemm out", ...), in
  * the order the stages first ran, with the summed time of its commands (each
  * from the end of the command before it to its own end). Fills
  * at most `capacity` entries and sets *count to the number of stages. */
