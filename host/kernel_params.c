@@ -83,7 +83,7 @@ static void key_names(char *out, size_t size)
         used += (size_t)snprintf(out + used, size - used, "%s%s", k + 1 < KEYS ? ", " : " and ", keys[k].key);
 }
 
-/* A value of vlen characters for key into *value. */
+/* A value of vlen characters for key into *out. */
 static lf_status parse_value(int key, const char *value, int vlen, int *out, char *msg, size_t msg_size)
 {
     char text[32] = ""; /* a longer value is refused whole */

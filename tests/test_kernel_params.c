@@ -11,7 +11,7 @@
 
 #include "kernel_params.h"
 #include "layer_case.h"
-#include "plan.h"
+#include "model.h"
 
 #define TOL 1e-5
 
@@ -186,6 +186,25 @@ Test(kernel_params, override_changes_what_a_layer_runs)
             const double e = lf_case_run(ctx, &c);
             cr_expect_leq(e, TOL, "%s, path %d: relative error %.3g", cases[i].text, path, e);
         }
+    unsetenv("LINFORMER_KERNEL_PARAMS");
+}
+
+/* A model takes the override too: its LayerNorm's group and its layers' tiles. */
+Test(kernel_params, override_reaches_a_model)
+{
+    setenv("LINFORMER_KERNEL_PARAMS", "variant=gpu,tk=6,layernorm_wg=3", 1);
+    lf_attention_config cfg;
+    lf_attention_config_init(&cfg, 16, 2, 20, 5);
+    lf_model_config mc;
+    lf_model_config_init(&mc, LF_MODEL_ENCODER, 2, 16, 32, 0);
+    const lf_attention_config layers[2] = {cfg, cfg};
+    lf_model *model = NULL;
+    cr_assert_eq(lf_model_create(ctx, &mc, layers, &model), LF_OK, "%s", lf_context_last_error(ctx));
+    cr_expect_eq(model->layernorm_group, 3);
+    for (int i = 0; i < 2; i++)
+        cr_expect(model->layer[i].plan.tile_keys == 6 && model->layer[i].plan.query_block == 1,
+                  "layer %d: TK %d, QB %d", i, model->layer[i].plan.tile_keys, model->layer[i].plan.query_block);
+    lf_model_free(model);
     unsetenv("LINFORMER_KERNEL_PARAMS");
 }
 
