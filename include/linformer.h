@@ -172,11 +172,10 @@ typedef struct lf_context lf_context;
  * lf_kernel_cache_dir says which holds. LINFORMER_KERNEL_DIR, when set, loads
  * the kernel sources from that folder instead of the copies built into the
  * library.
- * The attention kernel has two variants: "cpu" (several queries a work-item,
- * no local memory) on devices of type LF_DEVICE_CPU, "gpu" (one query a
- * work-item, key tiles in local memory) on all others.
- * LINFORMER_KERNEL_VARIANT=cpu|gpu forces one, for development; any other
- * value makes creating a layer or loading a model fail with LF_ERR_ARGUMENT.
+ * The kernels' parameters (lf_context_kernel_params) come from a table by
+ * device type and vendor; LINFORMER_KERNEL_PARAMS overrides them, for
+ * development, and a bad value of it makes creating a layer or a model fail
+ * with LF_ERR_ARGUMENT.
  */
 LF_API lf_status lf_context_create(const char *selector, lf_context **out, char *errbuf,
                                    size_t errbuf_size);
@@ -227,6 +226,24 @@ LF_API const char *lf_context_last_error(const lf_context *ctx);
 LF_API lf_status lf_context_device_info(const lf_context *ctx, lf_device_info *info);
 LF_API cl_context lf_context_cl_context(const lf_context *ctx);
 LF_API cl_command_queue lf_context_cl_queue(const lf_context *ctx);
+
+/*
+ * The kernel parameters that layers and models created now on ctx take, as
+ * text in LINFORMER_KERNEL_PARAMS's form:
+ * "variant=cpu,tk=32,tq=8,qb=16,softmax_wg=256,layernorm_wg=128" (cut to
+ * size). variant is the attention kernel's: "cpu" (qb queries a work-item as
+ * the lanes of a vector, no local memory) or "gpu" (one query a work-item, tk
+ * keys a tile in local memory); tq, softmax_wg and layernorm_wg are the
+ * work-items wanted in a group. They are the row of a table that serves the
+ * device (by type, then vendor: CPU devices take "cpu", all others "gpu"),
+ * then LINFORMER_KERNEL_PARAMS (key=value pairs separated by commas, each key
+ * once; variant= first takes that variant's defaults, the other keys then
+ * set their own) when it is set and not empty. The device's limits may lower
+ * tk, tq and the groups where the kernels run. LF_ERR_ARGUMENT with a
+ * message naming the key or value when that variable is bad, or when out is
+ * NULL or size 0.
+ */
+LF_API lf_status lf_context_kernel_params(lf_context *ctx, char *out, size_t size);
 
 /* Waits for all work queued on the context. */
 LF_API lf_status lf_context_finish(lf_context *ctx);
