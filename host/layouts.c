@@ -186,17 +186,21 @@ lf_status lf__layout_get_layer(lf_context *ctx, const char *path, const lf_st_fi
 
 lf_status lf__layout_floats(lf_context *ctx, const char *path, const lf_st_tensor *t, bool transposed, float **out)
 {
-    float *data = malloc(t->count * sizeof *data), *tr = NULL;
+    float *data = malloc(t->count * sizeof *data);
     *out = NULL;
     if (!data) return lf__fail(ctx, LF_ERR_OUT_OF_MEMORY, "out of host memory for tensor \"%s\"", t->name);
     char msg[512];
     const lf_status st = lf_st_to_f32(t, data, msg, sizeof msg);
-    if (st != LF_OK || !transposed) {
-        if (st != LF_OK) free(data);
-        *out = st == LF_OK ? data : NULL;
-        return st == LF_OK ? LF_OK : lf__fail(ctx, st, "%s: %s", path, msg);
+    if (st != LF_OK) {
+        free(data);
+        return lf__fail(ctx, st, "%s: %s", path, msg);
     }
-    if (!(tr = malloc(t->count * sizeof *tr))) {
+    if (!transposed) {
+        *out = data;
+        return LF_OK;
+    }
+    float *tr = malloc(t->count * sizeof *tr);
+    if (!tr) {
         free(data);
         return lf__fail(ctx, LF_ERR_OUT_OF_MEMORY, "out of host memory for tensor \"%s\"", t->name);
     }
