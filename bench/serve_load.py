@@ -245,9 +245,10 @@ def read_status(sock, seconds):
 
 def send_together(server, info, arrays, then=lambda: None, wait_s=30):
     """Sends one raw request per array at once, calls then(), and reads each one's HTTP status."""
+    requests = [raw_request(server, info, array) for array in arrays]  # all made first: sent close together
     sockets = [socket.create_connection((HOST, server.http), timeout=10) for _ in arrays]
-    for sock, array in zip(sockets, arrays):
-        sock.sendall(raw_request(server, info, array))
+    for sock, request in zip(sockets, requests):
+        sock.sendall(request)
     then()
     statuses = []
     for sock in sockets:
