@@ -60,7 +60,8 @@ class Server:
         self.name = pathlib.Path(args.model).name.split(".")[0]
         command = [sys.executable, "-m", "linformer_cl.serve", args.model, "--host", HOST,
                    "--http-port", str(self.http), "--grpc-port", str(self.grpc), "--metrics-port", str(metrics),
-                   "--max-batch", str(args.max_batch), "--max-queue-delay-us", str(args.max_queue_delay_us)]
+                   "--max-batch", str(args.max_batch), "--max-queue-delay-us", str(args.max_queue_delay_us),
+                   "--exit-timeout-s", str(args.exit_timeout_s)]
         if args.device:
             command += ["--device", args.device]
         self.log = open(log_path, "w")
@@ -242,17 +243,18 @@ def read_status(sock, seconds):
     return line[1].decode() if len(line) > 1 else ""
 
 
-def send_together(server, info, arrays, then=lambda: None):
+def send_together(server, info, arrays, then=lambda: None, wait_s=30):
     """Sends one raw request per array at once, calls then(), and reads each one's HTTP status."""
+    requests = [raw_request(server, info, array) for array in arrays]  # all made first: sent close together
     sockets = [socket.create_connection((HOST, server.http), timeout=10) for _ in arrays]
-    for sock, array in zip(sockets, arrays):
-        sock.sendall(raw_request(server, info, array))
+    for sock, request in zip(sockets, requests):
+        sock.sendall(request)
     then()
     statuses = []
     for sock in sockets:
         with sock:
             try:
-                statuses.append(read_status(sock, 30))
+                statuses.append(read_status(sock, wait_s))
             except OSError:
                 statuses.append("")
     return statuses
@@ -261,8 +263,11 @@ def send_together(server, info, arrays, then=lambda: None):
 def mixed_batch(server, info, tries=5):
     """Whether a bad request and three good ones, once Triton ran them as one batch, got 400 and 200s."""
     rng = np.random.default_rng(9)
-    bad = (np.full((1, 3), info.vocab, dtype=np.int64) if info.takes_tokens
-           else make_input(rng, info, 1, info.max_seq_len + 1))
+    # As short as the good ones (NaN, not n above max_seq_len), so that all
+    # four reach Triton's queue together at any model size.
+    bad = np.full((1, 3), info.vocab, dtype=np.int64) if info.takes_tokens else make_input(rng, info, 1, 3)
+    if not info.takes_tokens:
+        bad[0, 1, 0] = np.nan
     for _ in range(tries):
         before = batch_sizes(server).get(4, 0)
         statuses = send_together(server, info, [bad] + [make_input(rng, info, 1, n) for n in (2, 3, 4)])
@@ -271,18 +276,24 @@ def mixed_batch(server, info, tries=5):
     return False
 
 
-def sigterm_while_busy(server, info, count=4):
-    """Sends `count` requests, SIGTERMs the server and reads their answers; (answered, exit status)."""
+def sigterm_while_busy(server, info, exit_timeout_s, count=4):
+    """Sends `count` of the longest requests, SIGTERMs the server and reads their answers.
+
+    (answered, seconds from the signal to the last answer, exit status).
+    """
     rng = np.random.default_rng(5)
     arrays = [make_input(rng, info, 1, info.max_seq_len) for _ in range(count)]
-    statuses = send_together(server, info, arrays, then=lambda: server.process.send_signal(signal.SIGTERM))
-    answered = statuses.count("200")
+    signalled = []
+    statuses = send_together(server, info, arrays, then=lambda: (server.process.send_signal(signal.SIGTERM),
+                                                                  signalled.append(time.monotonic())),
+                             wait_s=exit_timeout_s + 10)
+    seconds = time.monotonic() - signalled[0]
     try:
-        status = server.process.wait(timeout=60)
+        status = server.process.wait(timeout=exit_timeout_s + 60)
     except subprocess.TimeoutExpired:
         server.kill()
-        status = "killed after 60 s"
-    return answered, status
+        status = f"killed after {exit_timeout_s + 60} s"
+    return statuses.count("200"), seconds, status
 
 
 def batch_sizes(server):
@@ -301,6 +312,7 @@ def parse_args():
     p.add_argument("--max-batch", type=int, default=8)
     p.add_argument("--max-queue-delay-us", type=int, default=2000)
     p.add_argument("--seconds", type=float, default=300, help="the load stops sending after this")
+    p.add_argument("--exit-timeout-s", type=int, default=120, help="the server's: how long SIGTERM waits")
     p.add_argument("--bad", type=int, default=0, metavar="ROUNDS", help="rounds of every bad request")
     p.add_argument("--log", default="serve_load.log", help="the server's output")
     return p.parse_args()
@@ -330,7 +342,7 @@ def main():
         elapsed = load.run([bad.run] if args.bad else [])
         mixed = mixed_batch(server, info)
         sizes = batch_sizes(server)
-        answered, status = sigterm_while_busy(server, info)
+        answered, sigterm_s, status = sigterm_while_busy(server, info, args.exit_timeout_s)
     finally:
         server.kill()
     wrong, per_device = mismatches(load.answers, args.model, selectors)
@@ -339,7 +351,7 @@ def main():
         print(f"serve_load: bad request: {line}")
     print(f"serve_load: {bad.answered} bad requests answered with an error naming the problem; "
           f"a bad request in one batch with three good ones: {'400 and 200s' if mixed else 'FAILED'}; "
-          f"SIGTERM: {answered} of 4 requests in flight answered, server exit status {status}")
+          f"SIGTERM: {answered} of 4 requests in flight answered in {sigterm_s:.1f} s, server exit status {status}")
     passed = len(load.answers) - wrong + bad.answered + mixed + answered
     failed = wrong + len(load.failures) + len(bad.wrong) + (not mixed) + (4 - answered) + (status != 0)
     failed += args.clients * args.requests - len(load.answers) - len(load.failures)  # never sent: deadline

@@ -63,6 +63,43 @@ const char *lf_context_gemm_backend(const lf_context *ctx)
     return ctx->gemm == LF_GEMM_HOST ? "host" : "clblast";
 }
 
+/* CLBlast 1.5's strided-batched GEMM uses a row-major B that is not
+ * transposed in place, without its padding copy, where B's rows are packed
+ * (ldb = n) and its tiles divide the sizes; it then reads B from the buffer's
+ * start, one packed k x n matrix after another, whatever offset and stride it
+ * was given (a 1536-row sequence's E x read the wrong rows). Such a B at an
+ * offset or another stride is first copied, packed, to a buffer of its own:
+ * the same values, so the same bits as a right in-place read. *packed is that
+ * buffer, NULL where none is needed. */
+static lf_status pack_b(lf_context *ctx, lf_gemm_args *g, cl_mem *packed)
+{
+    *packed = NULL;
+    const size_t size = g->k * g->n;
+    if (g->trans_b || g->ldb != g->n || (g->b_off == 0 && (g->batch == 1 || g->b_stride == size)))
+        return LF_OK;
+    LF_TRY(lf__alloc(ctx, g->batch * size * sizeof(float), "a packed copy of GEMM operand B", packed));
+    for (size_t i = 0; i < g->batch; i++) {
+        cl_int err = clEnqueueCopyBuffer(ctx->queue, g->b, *packed, (g->b_off + i * g->b_stride) * sizeof(float),
+                                         i * size * sizeof(float), size * sizeof(float), 0, NULL, NULL);
+        if (err != CL_SUCCESS) {
+            lf__release(packed);
+            return lf__cl_fail(ctx, err, "clEnqueueCopyBuffer (packing GEMM operand B)");
+        }
+    }
+    g->b = *packed, g->b_off = 0, g->b_stride = size;
+    return LF_OK;
+}
+
+static CLBlastStatusCode strided_batched(lf_context *ctx, const lf_gemm_args *g, lf_timeline *t)
+{
+    cl_command_queue q = ctx->queue;
+    return CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, g->trans_a ? CLBlastTransposeYes : CLBlastTransposeNo,
+                                      g->trans_b ? CLBlastTransposeYes : CLBlastTransposeNo, g->m, g->n, g->k,
+                                      g->alpha, g->a, g->a_off, g->lda, g->a_stride, g->b, g->b_off, g->ldb,
+                                      g->b_stride, g->beta, g->c, g->c_off, g->ldc, g->c_stride, g->batch, &q,
+                                      lf__event(t));
+}
+
 static lf_status gemm_clblast(lf_context *ctx, const lf_gemm_args *g, lf_timeline *t)
 {
     const CLBlastTranspose ta = g->trans_a ? CLBlastTransposeYes : CLBlastTransposeNo;
@@ -71,15 +108,17 @@ static lf_status gemm_clblast(lf_context *ctx, const lf_gemm_args *g, lf_timelin
     CLBlastStatusCode s;
     /* per-sequence row GEMMs stay batched even for one sequence: CLBlast's
      * batched kernels differ from its single one */
-    if (g->batch <= 1 && !g->seq_rows)
+    if (g->batch <= 1 && !g->seq_rows) {
         s = CLBlastSgemm(CLBlastLayoutRowMajor, ta, tb, g->m, g->n, g->k, g->alpha, g->a, g->a_off,
                          g->lda, g->b, g->b_off, g->ldb, g->beta, g->c, g->c_off, g->ldc, &q,
                          lf__event(t));
-    else
-        s = CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, ta, tb, g->m, g->n, g->k, g->alpha,
-                                       g->a, g->a_off, g->lda, g->a_stride, g->b, g->b_off, g->ldb,
-                                       g->b_stride, g->beta, g->c, g->c_off, g->ldc, g->c_stride,
-                                       g->batch, &q, lf__event(t));
+    } else {
+        lf_gemm_args p = *g;
+        cl_mem packed = NULL;
+        LF_TRY(pack_b(ctx, &p, &packed));
+        s = strided_batched(ctx, &p, t);
+        lf__release(&packed); /* the queued GEMM holds it until it has run */
+    }
     if (s != CLBlastSuccess) {
         lf_status st = (s == CLBlastTempBufferAllocFailure || s == CLBlastOpenCLOutOfHostMemory)
                            ? LF_ERR_OUT_OF_MEMORY : LF_ERR_BLAS;

@@ -174,6 +174,28 @@ Test(gemm, strided_batched)
     }
 }
 
+/* A B whose rows are packed (ldb = n), sizes that every tile divides, past the
+ * direct kernel: CLBlast's batched GEMM may then read B in place, and must
+ * still honour its offset and stride. The shape of the sequence projection
+ * E x of a 1536-row sequence: at the second sequence of a batch (an offset),
+ * and for E and F over the same x (stride 0); and one such GEMM at an offset. */
+Test(gemm, strided_batched_packed_b_at_an_offset_or_broadcast)
+{
+    const size_t m = 256, n = 512, k = 1536;
+    FOR_EACH_BACKEND(ctx) {
+        gemm_case at_offset = {.m = m, .n = n, .k = k, .alpha = 1, .lda = k, .a_stride = m * k,
+                               .b_off = k * n, .ldb = n, .b_stride = k * n, .ldc = n, .c_stride = m * n,
+                               .batch = 2};
+        run_gemm(ctx, &at_offset);
+        gemm_case broadcast = {.m = m, .n = n, .k = k, .alpha = 1, .lda = 2 * k, .a_stride = k,
+                               .ldb = n, .b_stride = 0, .ldc = 2 * n, .c_stride = n, .batch = 2};
+        run_gemm(ctx, &broadcast);
+        gemm_case one_at_offset = at_offset;
+        one_at_offset.batch = 0;
+        run_gemm(ctx, &one_at_offset);
+    }
+}
+
 /* A and B in one buffer, as the attention reads queries and keys from Q|K|V. */
 Test(gemm, operands_share_a_buffer)
 {

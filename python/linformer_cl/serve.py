@@ -21,9 +21,9 @@ import threading
 
 import linformer_cl
 
-# How long Triton waits for requests in flight when told to stop; PyTriton
-# itself waits 30 s for Triton before killing it.
-EXIT_TIMEOUT_S = 20
+# How long PyTriton waits, past Triton's own exit timeout, before it kills
+# Triton: Triton answers what is in flight and exits within its timeout.
+EXIT_GRACE_S = 10
 ENDPOINTS_NEEDING_TOKEN = ["shared-memory", "model-repository", "trace", "logging"]
 
 
@@ -40,9 +40,11 @@ def parse_args(argv):
     p.add_argument("--max-batch", type=int, default=8, help="sequences Triton may group into one forward")
     p.add_argument("--max-queue-delay-us", type=int, default=2000,
                    help="how long a request may wait for others to join its batch")
+    p.add_argument("--exit-timeout-s", type=int, default=120,
+                   help="on SIGTERM, how long the requests in flight may take to be answered (default 120)")
     args = p.parse_args(argv)
-    if args.max_batch < 1 or args.max_queue_delay_us < 0:
-        p.error("--max-batch must be at least 1 and --max-queue-delay-us at least 0")
+    if args.max_batch < 1 or args.max_queue_delay_us < 0 or args.exit_timeout_s < 1:
+        p.error("--max-batch and --exit-timeout-s must be at least 1 and --max-queue-delay-us at least 0")
     return args
 
 
@@ -99,13 +101,18 @@ def check_ports_free(args):
 
 def start_triton(args):
     try:
+        from pytriton.server import triton_server
         from pytriton.triton import Triton, TritonConfig, TritonSecurityConfig
     except ImportError:
         raise SystemExit("linformer-serve needs PyTriton: pip install \"linformer-cl[serve]\"") from None
+    # PyTriton kills Triton 30 s after asking it to stop, whatever Triton's
+    # exit timeout: requests in flight that need longer (long sequences, a
+    # busy host) would go unanswered. It waits out that timeout instead.
+    triton_server.SERVER_OUTPUT_TIMEOUT_SECS = args.exit_timeout_s + EXIT_GRACE_S
     security = TritonSecurityConfig(restricted_endpoints=ENDPOINTS_NEEDING_TOKEN)
     config = TritonConfig(http_address=args.host, http_port=args.http_port, grpc_address=args.host,
                           grpc_port=args.grpc_port, metrics_address=args.host, metrics_port=args.metrics_port,
-                          exit_timeout_secs=EXIT_TIMEOUT_S)
+                          exit_timeout_secs=args.exit_timeout_s)
     triton = Triton(config=config, security_config=security)
     triton.run()
     return triton, security.access_token
