@@ -153,6 +153,12 @@ lf_status lf__kernel_params(const lf_device_info *dev, lf_kernel_params *out, ch
 {
     const lf_kernel_params *row = lf__kernel_params_match(table, TABLE_ROWS, dev);
     *out = row ? *row : generic(LF_VARIANT_GPU);
+    /* The variable this one replaced is refused, not ignored: a setting that silently stopped working misleads. */
+    const char *old = getenv("LINFORMER_KERNEL_VARIANT");
+    if (old)
+        return lf__fail_buf(msg, msg_size, LF_ERR_ARGUMENT,
+                            "LINFORMER_KERNEL_VARIANT is no longer read: set LINFORMER_KERNEL_PARAMS=variant=%.16s instead",
+                            old);
     const char *env = getenv("LINFORMER_KERNEL_PARAMS");
     return env && *env ? lf__kernel_params_parse(env, out, msg, msg_size) : LF_OK;
 }

@@ -125,6 +125,20 @@ Test(kernel_params, bad_overrides_are_refused_by_name)
     unsetenv("LINFORMER_KERNEL_PARAMS");
 }
 
+/* The variable the table replaced is refused with the new spelling, not silently ignored. */
+Test(kernel_params, the_retired_variant_variable_is_refused)
+{
+    const lf_device_info dev = {.type = LF_DEVICE_CPU};
+    setenv("LINFORMER_KERNEL_VARIANT", "gpu", 1);
+    lf_kernel_params p;
+    char msg[512] = "";
+    const lf_status st = lf__kernel_params(&dev, &p, msg, sizeof msg);
+    unsetenv("LINFORMER_KERNEL_VARIANT");
+    cr_expect_eq(st, LF_ERR_ARGUMENT);
+    cr_expect(strstr(msg, "LINFORMER_KERNEL_VARIANT is no longer read: set LINFORMER_KERNEL_PARAMS=variant=gpu"),
+              "message \"%s\"", msg);
+}
+
 /* A bad override stops a layer, a model and the query of the parameters, each with its message. */
 Test(kernel_params, bad_override_stops_layers_and_models)
 {
