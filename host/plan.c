@@ -159,6 +159,15 @@ lf_attention_tiles lf__attention_tiles(lf_kernel_variant variant, int dh, const 
     return t;
 }
 
+/* CPU: float16s (AVX-512's width, two AVX2 registers), 4 of them a
+ * work-item, at most 64 work-items a group (bench/NOTES.md, item 14). GPU:
+ * one float a work-item, neighbours in neighbouring work-items. */
+lf_elementwise_tiles lf__elementwise_tiles(lf_kernel_variant variant)
+{
+    if (variant == LF_VARIANT_CPU) return (lf_elementwise_tiles){16, 4, 64};
+    return (lf_elementwise_tiles){1, 1, 0};
+}
+
 /* Flops of the key/value side of one sequence of max_seq_len rows, in each
  * order: projecting first, K = x Wk^T on n rows then E K; or compressing
  * first, E x on D columns (with E's row sums for the biases) then Wk on k

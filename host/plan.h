@@ -80,6 +80,17 @@ typedef struct {
 } lf_attention_tiles;
 lf_attention_tiles lf__attention_tiles(lf_kernel_variant variant, int dh, const lf_device_info *dev);
 
+/* The shape of the elementwise kernels (activation.cl, elementwise.cl's
+ * bias_rows, copy.cl; layernorm.cl takes float4s and a row a work-item in the
+ * CPU variant): a work-item takes `run` vectors of `vector` contiguous floats,
+ * in work-groups of up to `group` work-items (CPU) or of the runtime's choice
+ * (group 0, GPU). */
+typedef struct {
+    int vector, run;
+    size_t group;
+} lf_elementwise_tiles;
+lf_elementwise_tiles lf__elementwise_tiles(lf_kernel_variant variant);
+
 /*
  * Checks cfg and resolves it for a device. has_shared says whether a layerwise
  * projection is handed in (its sizes are checked by the caller). On failure the
