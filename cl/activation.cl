@@ -12,6 +12,10 @@
  * vec_type_hint keeps a CPU compiler from spreading work-items, whose runs
  * lie VW RUN floats apart, over its lanes. Global: (ceil(cols / (VW RUN))
  * rounded up to the group, rows).
+ *
+ * copy_floats, dst = src over `count` floats in the same runs of vectors with
+ * no arithmetic, is the device's copy bandwidth that these kernels are held
+ * to (lf_copy_rate).
  */
 
 #ifndef ACT
@@ -105,4 +109,10 @@ kernel HINT void bias_act(global float *y, int ld, int cols, global const float 
         store_cols(activate(a), p, c, cols);
 #endif
     }
+}
+
+kernel HINT void copy_floats(global const float *src, global float *dst, int count)
+{
+    const int first = get_global_id(0) * (VW * RUN);
+    for (int c = first; c < min(first + VW * RUN, count); c += VW) store_cols(load_cols(src, c, count), dst, c, count);
 }

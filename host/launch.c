@@ -2,6 +2,7 @@
 #include "launch.h"
 #include "plan.h"
 
+#include <limits.h>
 #include <stdio.h>
 
 typedef struct {
@@ -169,6 +170,21 @@ lf_status lf__launch_bias_act(lf_context *ctx, const lf_bias_act_args *a, lf_tim
     const size_t per_item = (size_t)tiles.vector * tiles.run;
     return launch_elementwise(ctx, k, "bias_act", &tiles, ((size_t)a->cols + per_item - 1) / per_item,
                               (size_t)a->rows, t);
+}
+
+lf_status lf__launch_copy(lf_context *ctx, const lf_copy_args *a, lf_timeline *t)
+{
+    if (a->count > INT_MAX) return lf__fail(ctx, LF_ERR_ARGUMENT, "copy of %zu floats: at most %d", a->count, INT_MAX);
+    lf_elementwise_tiles tiles = {0};
+    char shape[64], opts[128];
+    LF_TRY(elementwise_tiles(ctx, &tiles, shape, sizeof shape));
+    snprintf(opts, sizeof opts, "-DACT=0 -DGLU=0 %s", shape); /* the program of bias_act without an activation */
+    cl_kernel k;
+    LF_TRY(lf__kernel(ctx, "activation.cl", opts, "copy_floats", &k));
+    const int count = (int)a->count;
+    LF_TRY(set_args(ctx, k, "copy_floats", ARGS(ARG(a->src), ARG(a->dst), ARG(count))));
+    const size_t per_item = (size_t)tiles.vector * tiles.run;
+    return launch_elementwise(ctx, k, "copy", &tiles, (a->count + per_item - 1) / per_item, 1, t);
 }
 
 lf_status lf__launch_embed(lf_context *ctx, const lf_embed_args *a, lf_timeline *t)

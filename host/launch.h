@@ -104,6 +104,14 @@ typedef struct {
 } lf_bias_act_args;
 lf_status lf__launch_bias_act(lf_context *ctx, const lf_bias_act_args *a, lf_timeline *t);
 
+/* cl/activation.cl's copy_floats: dst = src over `count` floats, at most
+ * INT_MAX (the copy bandwidth's kernel). */
+typedef struct {
+    cl_mem src, dst;
+    size_t count;
+} lf_copy_args;
+lf_status lf__launch_copy(lf_context *ctx, const lf_copy_args *a, lf_timeline *t);
+
 /* cl/embedding.cl: out [batch, n, d] = scale tok[tokens] + pos[i + pos_offset]
  * below each length, 0 past it. tokens: i64 [batch, n], ids already checked. */
 typedef struct {

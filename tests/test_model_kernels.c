@@ -36,7 +36,7 @@ static float *poisoned(size_t count)
 Test(model_kernels, each_file_compiles_with_its_defaults)
 {
     static const char *const files[][2] = {
-        {"layernorm.cl", "layernorm_rows"}, {"activation.cl", "bias_act"}, {"embedding.cl", "embed_tokens"}};
+        {"layernorm.cl", "layernorm_rows"}, {"layernorm.cl", "layernorm_rows_cpu"}, {"activation.cl", "bias_act"}, {"embedding.cl", "embed_tokens"}};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         cl_kernel k = NULL;
         cr_expect_eq(lf__kernel(ctx, files[i][0], "", files[i][1], &k), LF_OK, "%s: %s", files[i][0],
