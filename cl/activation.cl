@@ -7,11 +7,10 @@
  * gated feed-forward, whose second GEMM then reads the first half (ld stays).
  *
  * A work-item takes RUN vectors of VW contiguous columns of one row. GPU
- * variant: VW 1, RUN 1, a column a work-item. CPU variant: a run of float4s,
- * so that the work is in vectors whatever the runtime's vectoriser does;
- * vec_type_hint keeps a CPU compiler from spreading work-items, whose runs
- * lie VW RUN floats apart, over its lanes. Global: (ceil(cols / (VW RUN))
- * rounded up to the group, rows).
+ * variant: VW 1, RUN 1, a column a work-item. CPU variant: a run of float16s,
+ * so that the work is in vectors whatever the runtime's vectoriser does (in
+ * work-groups of one: see lf__elementwise_tiles). Global: (ceil(cols / (VW
+ * RUN)) rounded up to the group, rows).
  *
  * copy_floats, dst = src over `count` floats in the same runs of vectors with
  * no arithmetic, is the device's copy bandwidth that these kernels are held
@@ -25,7 +24,7 @@
 #define GLU 0
 #endif
 #ifndef VW
-#define VW 1 /* floats of one vector: 1 or 4 */
+#define VW 1 /* floats of one vector: 1, 2, 4, 8 or 16 */
 #endif
 #ifndef RUN
 #define RUN 1 /* vectors of one work-item */
@@ -35,7 +34,6 @@
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
 typedef CAT(float, VW) vec;
-#define HINT __attribute__((vec_type_hint(vec)))
 /* Columns c .. c + VW - 1 of a row of `cols`; those past cols read as 0 and are not written. */
 vec load_cols(const global float *p, int c, int cols)
 {
@@ -56,7 +54,6 @@ void store_cols(vec v, global float *p, int c, int cols)
 }
 #else
 typedef float vec;
-#define HINT
 vec load_cols(const global float *p, int c, int cols) { return p[c]; }
 void store_cols(vec v, global float *p, int c, int cols) { p[c] = v; }
 #endif
@@ -96,7 +93,7 @@ vec activate(vec v)
 #endif
 }
 
-kernel HINT void bias_act(global float *y, int ld, int cols, global const float *bias, int has_bias)
+kernel void bias_act(global float *y, int ld, int cols, global const float *bias, int has_bias)
 {
     global float *p = y + (ulong)get_global_id(1) * ld;
     const int first = get_global_id(0) * (VW * RUN);
@@ -111,7 +108,7 @@ kernel HINT void bias_act(global float *y, int ld, int cols, global const float 
     }
 }
 
-kernel HINT void copy_floats(global const float *src, global float *dst, int count)
+kernel void copy_floats(global const float *src, global float *dst, int count)
 {
     const int first = get_global_id(0) * (VW * RUN);
     for (int c = first; c < min(first + VW * RUN, count); c += VW) store_cols(load_cols(src, c, count), dst, c, count);

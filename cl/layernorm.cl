@@ -12,9 +12,8 @@
  *   layernorm_rows (GPU variant): a work-group of WG per row, vectors strided
  *     by WG, sums through local memory. Global (WG, rows), local (WG, 1).
  *   layernorm_rows_cpu (CPU variant): a work-item per row, the row's three
- *     passes from cache, no barriers; vec_type_hint keeps a CPU compiler from
- *     spreading work-items, whose rows lie d floats apart, over its lanes.
- *     Global (rows rounded up to the group), any local size.
+ *     passes from cache, no barriers. Global (rows rounded up to the group),
+ *     any local size (the launcher's: lf__elementwise_tiles).
  * Both take the same arguments; rows bounds the CPU variant's work-items (the
  * GPU variant's global size is exact: a return before its barriers would
  * leave the group's others waiting on some runtimes).
@@ -94,10 +93,8 @@ kernel void layernorm_rows(global float *x, global const float *r, global float 
     row_write(xr, rr, orow, gamma, beta, has_r, write_sum, d, lid, WG, mean, rstd);
 }
 
-kernel __attribute__((vec_type_hint(float4))) void layernorm_rows_cpu(global float *x, global const float *r,
-                                                                      global float *out, global const float *gamma,
-                                                                      global const float *beta, int d, float eps,
-                                                                      int has_r, int write_sum, int rows)
+kernel void layernorm_rows_cpu(global float *x, global const float *r, global float *out, global const float *gamma,
+                               global const float *beta, int d, float eps, int has_r, int write_sum, int rows)
 {
     if (get_global_id(0) >= rows) return;
     const ulong row = get_global_id(0) * (ulong)d;

@@ -43,15 +43,12 @@ static lf_status elementwise_tiles(lf_context *ctx, lf_elementwise_tiles *t, cha
     return LF_OK;
 }
 
-/* Launches an elementwise kernel on (items, rows) work-items. With t->group,
- * work-groups of up to that many along items, fewer while the launch would
- * leave a compute unit with under four groups; else the runtime's choice. */
+/* Launches an elementwise kernel on (items, rows) work-items, in work-groups
+ * of t->group along items, or of the runtime's choice without one. */
 static lf_status launch_elementwise(lf_context *ctx, cl_kernel k, const char *what, const lf_elementwise_tiles *t,
                                     size_t items, size_t rows, lf_timeline *tl)
 {
-    size_t g = 1;
-    while (g * 2 <= t->group && g * 2 <= ctx->info.max_work_group_size && g * 2 <= items) g *= 2;
-    while (g > 1 && (items + g - 1) / g * rows < 4 * (size_t)ctx->info.compute_units) g /= 2;
+    const size_t g = t->group ? t->group : 1;
     const size_t local[2] = {g, 1}, global[2] = {round_up(items, g), rows};
     return lf__launch(ctx, k, what, 2, global, t->group ? local : NULL, tl);
 }
@@ -139,9 +136,8 @@ lf_status lf__launch_seq_project_window(lf_context *ctx, const lf_seq_project_wi
 lf_status lf__launch_layernorm(lf_context *ctx, const lf_layernorm_args *a, lf_timeline *t)
 {
     lf_elementwise_tiles tiles = {0};
-    char opts[64];
-    LF_TRY(elementwise_tiles(ctx, &tiles, opts, sizeof opts));
-    const bool cpu = tiles.group > 0; /* a row a work-item; else a work-group a row */
+    LF_TRY(elementwise_tiles(ctx, &tiles, NULL, 0)); /* float4s whatever the variant: no -D options */
+    const bool cpu = tiles.variant == LF_VARIANT_CPU; /* a row a work-item; else a work-group a row */
     cl_kernel k;
     size_t wg = 1;
     if (cpu) LF_TRY(lf__kernel(ctx, "layernorm.cl", "", "layernorm_rows_cpu", &k));

@@ -88,7 +88,8 @@ typedef struct {
     int d, rows;
     float eps;
     bool has_r, write_sum;
-    size_t group; /* WG wanted; the device may allow fewer */
+    size_t group; /* the GPU variant's WG wanted (the device may allow fewer); the CPU
+                   * variant takes a row a work-item */
 } lf_layernorm_args;
 lf_status lf__launch_layernorm(lf_context *ctx, const lf_layernorm_args *a, lf_timeline *t);
 

@@ -160,12 +160,15 @@ lf_attention_tiles lf__attention_tiles(lf_kernel_variant variant, int dh, const 
 }
 
 /* CPU: float16s (AVX-512's width, two AVX2 registers), 4 of them a
- * work-item, at most 64 work-items a group (bench/NOTES.md, item 14). GPU:
- * one float a work-item, neighbours in neighbouring work-items. */
+ * work-item, in work-groups of one: Intel's compiler otherwise spreads a
+ * group's work-items over its vector lanes, each lane a row or run apart
+ * (gathers, 3-5x slower; vec_type_hint stops it too, with a warning in the
+ * build log). bench/NOTES.md, item 14. GPU: one float a work-item,
+ * neighbours in neighbouring work-items, groups of the runtime's choice. */
 lf_elementwise_tiles lf__elementwise_tiles(lf_kernel_variant variant)
 {
-    if (variant == LF_VARIANT_CPU) return (lf_elementwise_tiles){16, 4, 64};
-    return (lf_elementwise_tiles){1, 1, 0};
+    if (variant == LF_VARIANT_CPU) return (lf_elementwise_tiles){variant, 16, 4, 1};
+    return (lf_elementwise_tiles){variant, 1, 1, 0};
 }
 
 /* Flops of the key/value side of one sequence of max_seq_len rows, in each

@@ -36,7 +36,8 @@ static float *poisoned(size_t count)
 Test(model_kernels, each_file_compiles_with_its_defaults)
 {
     static const char *const files[][2] = {
-        {"layernorm.cl", "layernorm_rows"}, {"layernorm.cl", "layernorm_rows_cpu"}, {"activation.cl", "bias_act"}, {"embedding.cl", "embed_tokens"}};
+        {"layernorm.cl", "layernorm_rows"}, {"layernorm.cl", "layernorm_rows_cpu"},
+        {"activation.cl", "bias_act"},      {"embedding.cl", "embed_tokens"}};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         cl_kernel k = NULL;
         cr_expect_eq(lf__kernel(ctx, files[i][0], "", files[i][1], &k), LF_OK, "%s: %s", files[i][0],
@@ -126,8 +127,9 @@ static void bias_act_run(const act_case *t, uint64_t *rng)
             }
             ref[(size_t)r * t->ld + c] = v;
         }
-    cr_expect_leq(lf_test_rel_err(out, ref, count), TOL, "bias_act rows %d cols %d ld %d bias %d glu %d act %d, variant %s",
-                  t->rows, t->cols, t->ld, t->has_bias, t->glu, t->act, getenv("LINFORMER_KERNEL_VARIANT"));
+    cr_expect_leq(lf_test_rel_err(out, ref, count), TOL,
+                  "bias_act rows %d cols %d ld %d bias %d glu %d act %d, variant %s", t->rows, t->cols, t->ld,
+                  t->has_bias, t->glu, t->act, getenv("LINFORMER_KERNEL_VARIANT"));
     lf__release(&yb), lf__release(&bb);
     free(y), free(bias), free(out), free(ref);
 }

@@ -119,7 +119,8 @@ static void print_yardsticks(const bench_device *devs, size_t ndev)
             printf("device %s GEMM rate: %.1f GFLOP/s (%s SGEMM 1024 x 1024 x 1024, median of 5)\n", devs[d].sel,
                    gflops, lf_context_gemm_backend(devs[d].ctx));
         else
-            fprintf(stderr, "linformer bench: device %s: GEMM rate: %s\n", devs[d].sel, lf_context_last_error(devs[d].ctx));
+            fprintf(stderr, "linformer bench: device %s: GEMM rate: %s\n", devs[d].sel,
+                    lf_context_last_error(devs[d].ctx));
         if (lf_copy_rate(devs[d].ctx, COPY_FLOATS, &gbps) == LF_OK)
             printf("device %s copy bandwidth: %.1f GB/s (copy kernel, 64 MiB, read + write, median of 5)\n",
                    devs[d].sel, gbps);
