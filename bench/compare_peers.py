@@ -23,7 +23,7 @@ the relative error ||y - y_torch|| / ||y_torch||; a relative error above
 
 The table goes to stdout, the rows to a CSV (--csv, default
 bench/results/CPU-peers.csv, CPU being this machine's processor). Needs the
-environment of tools/install-peers.sh:
+environment of scripts/install-peers.sh:
 
     build/peers-env/bin/python bench/compare_peers.py                  # the whole comparison
     build/peers-env/bin/python bench/compare_peers.py --n 300 --model-n 300 --repeat 1 --csv build/peers-smoke.csv
@@ -47,7 +47,7 @@ try:
     from linformer import Linformer, LinformerSelfAttention
     from safetensors.torch import load_file, save_file
 except ImportError as e:
-    sys.exit(f"compare_peers: {e}: run tools/install-peers.sh and this script with build/peers-env/bin/python")
+    sys.exit(f"compare_peers: {e}: run scripts/install-peers.sh and this script with build/peers-env/bin/python")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -78,7 +78,7 @@ def parse_args():
     if min(args.n) < 1:
         p.error("every --n is at least 1")
     if not os.access(args.linformer, os.X_OK):
-        p.error(f"--linformer {args.linformer}: no such program (build it with tools/setup.sh)")
+        p.error(f"--linformer {args.linformer}: no such program (build it with scripts/setup.sh)")
     return args
 
 

@@ -14,7 +14,8 @@
  * again (seconds on Intel's CPU runtime, which has no disk cache), and without
  * the clear every freed context would stay allocated (~5 MiB). A kept
  * cl_context is never in use by two lf_contexts at once; at most
- * LF_IDLE_CONTEXTS are kept, until the process ends. */
+ * LF_IDLE_CONTEXTS are kept, until the process ends. linformer.h states this
+ * at lf_context_free: it is the library's one process-wide state. */
 #define LF_IDLE_CONTEXTS 4
 static struct idle_cl {
     cl_device_id device;

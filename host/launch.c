@@ -31,14 +31,14 @@ static lf_status set_args(lf_context *ctx, cl_kernel k, const char *what, const 
 
 static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
-/* The elementwise kernels' shape on this context's device, for its variant
- * (which LINFORMER_KERNEL_VARIANT may force), and their -D options. */
+/* The elementwise kernels' shape on this context's device, for the variant
+ * its kernel parameters give (kernel_params.h), and their -D options. */
 static lf_status elementwise_tiles(lf_context *ctx, lf_elementwise_tiles *t, char *opts, size_t size)
 {
     char msg[256];
-    lf_kernel_variant v = LF_VARIANT_GPU;
-    if (lf__kernel_variant(&ctx->info, &v, msg, sizeof msg) != LF_OK) return lf__fail(ctx, LF_ERR_ARGUMENT, "%s", msg);
-    *t = lf__elementwise_tiles(v);
+    lf_kernel_params kp;
+    if (lf__kernel_params(&ctx->info, &kp, msg, sizeof msg) != LF_OK) return lf__fail(ctx, LF_ERR_ARGUMENT, "%s", msg);
+    *t = lf__elementwise_tiles(kp.variant);
     snprintf(opts, size, "-DVW=%d -DRUN=%d", t->vector, t->run);
     return LF_OK;
 }

@@ -12,17 +12,9 @@
 
 #define FAIL(status, ...) lf__fail(s->ctx, (status), __VA_ARGS__)
 
-static lf_status expect_dim(const lf_source *s, const lf_st_tensor *t, int dim, int64_t want)
-{
-    if (!t || t->shape[dim] == want) return LF_OK;
-    return FAIL(LF_ERR_FORMAT, "%s: tensor \"%s\" has %lld in dimension %d, expected %lld", s->path, t->name,
-                (long long)t->shape[dim], dim, (long long)want);
-}
-
 static lf_status expect_shape(const lf_source *s, const lf_st_tensor *t, int64_t rows, int64_t cols)
 {
-    LF_TRY(expect_dim(s, t, 0, rows));
-    return t && t->ndim == 2 ? expect_dim(s, t, 1, cols) : LF_OK;
+    return lf__expect_shape(s->ctx, s->path, t, rows, cols);
 }
 
 /* ---- __metadata__ against the caller ---- */
@@ -98,68 +90,11 @@ static lf_status causal(const lf_source *s)
 
 /* ---- Each layer ---- */
 
-/* Whether a layer's projection is the model's layerwise one (fairseq keeps a
- * copy under every layer). */
-static bool same_tensor(const lf_st_tensor *a, const lf_st_tensor *b)
+static lf_status layer_attention(const lf_source *s, int i, int heads, lf_attention_config *c)
 {
-    return a && b && a->dtype == b->dtype && a->count == b->count && a->shape[0] == b->shape[0] &&
-           memcmp(a->data, b->data, a->count * (a->dtype == LF_ST_F64 ? 8 : a->dtype == LF_ST_F32 ? 4 : 2)) == 0;
-}
-
-/* E's sequence length n and k: lucidrains' proj_k is [n, k], fairseq's compress_k [k, n]. */
-static lf_status projection(lf_source *s, int i, int64_t *n, int64_t *k)
-{
-    const lf_st_tensor *const *t = s->t[i], *shared = s->m[LF_M_SHARED_E];
-    const bool own = t[LF_R_E] && !(shared && same_tensor(t[LF_R_E], shared));
-    if (s->fairseq && !own && !shared)
-        return FAIL(LF_ERR_FORMAT, "%s: layer %d has no \"self_attn.compress_k.weight\" and the model no "
-                                   "\"compress_layer.weight\"", s->path, i);
-    if (own && shared)
-        return FAIL(LF_ERR_FORMAT, "%s: layer %d has a compress_k of its own beside the layerwise compress_layer", s->path, i);
-    if (!own) s->layerwise = true;
-    const lf_st_tensor *e = own ? t[LF_R_E] : shared;
-    *n = e->shape[s->fairseq ? 1 : 0], *k = e->shape[s->fairseq ? 0 : 1];
-    if (*n <= 0 || *n > (1 << 24) || *k <= 0 || *k > (1 << 20))
-        return FAIL(LF_ERR_FORMAT, "%s: tensor \"%s\" [%lld, %lld] is out of range", s->path, e->name,
-                    (long long)e->shape[0], (long long)e->shape[1]);
-    const int64_t er = s->fairseq ? *k : *n, ec = s->fairseq ? *n : *k;
-    if (own && t[LF_R_F] && !same_tensor(t[LF_R_F], shared)) return expect_shape(s, t[LF_R_F], er, ec);
-    return LF_OK;
-}
-
-static lf_status layer_attention(lf_source *s, int i, int heads, lf_attention_config *c)
-{
-    const lf_st_tensor *const *t = s->t[i];
-    const int64_t D = t[LF_R_WQ]->shape[1], qrows = t[LF_R_WQ]->shape[0];
-    if (D <= 0 || D > (1 << 20) || qrows <= 0 || qrows % heads)
-        return FAIL(LF_ERR_FORMAT, "%s: tensor \"%s\" [%lld, %lld] does not split into %d heads", s->path,
-                    t[LF_R_WQ]->name, (long long)qrows, (long long)D, heads);
-    const int64_t dh = qrows / heads, kvrows = t[LF_R_WK]->shape[0];
-    if (kvrows != qrows && kvrows != dh)
-        return FAIL(LF_ERR_FORMAT, "%s: tensor \"%s\" has %lld rows: expected %lld (all heads) or %lld (one key/value "
-                                   "head)", s->path, t[LF_R_WK]->name, (long long)kvrows, (long long)qrows, (long long)dh);
-    const bool share_kv = !t[LF_R_WV];
-    if (share_kv && (t[LF_R_F] || t[LF_R_BV]))
-        return FAIL(LF_ERR_FORMAT, "%s: tensor \"%s\" without the values' weight (share_kv has no values of its own)",
-                    s->path, t[LF_R_F] ? t[LF_R_F]->name : t[LF_R_BV]->name);
-    if (!s->fairseq && !share_kv && !t[LF_R_F])
-        return FAIL(LF_ERR_FORMAT, "%s: layer %d has \"to_v.weight\" but no \"proj_v\"", s->path, i);
-    int64_t n = 0, k = 0;
-    LF_TRY(projection(s, i, &n, &k));
-    const int64_t shapes[][3] = {{LF_R_WK, kvrows, D}, {LF_R_WV, kvrows, D}, {LF_R_BQ, qrows, 0}, {LF_R_BK, kvrows, 0},
-                                 {LF_R_BV, kvrows, 0}, {LF_R_WO, D, qrows},  {LF_R_BO, D, 0}};
-    for (size_t j = 0; j < sizeof shapes / sizeof shapes[0]; j++)
-        LF_TRY(expect_shape(s, t[shapes[j][0]], shapes[j][1], shapes[j][2]));
-    lf_attention_config_init(c, (int)D, heads, (int)n, (int)k);
-    c->d_head = (int)dh;
-    c->kv_heads = kvrows == qrows ? heads : 1;
-    c->bias_q = t[LF_R_BQ] != NULL, c->bias_k = t[LF_R_BK] != NULL, c->bias_v = t[LF_R_BV] != NULL;
-    c->bias_out = t[LF_R_BO] != NULL;
-    c->share_kv = share_kv;
-    c->sharing = s->layerwise ? LF_SHARE_LAYERWISE : (share_kv || (s->fairseq && !t[LF_R_F])) ? LF_SHARE_KV
-                                                                                              : LF_SHARE_HEADWISE;
-    c->position = s->fairseq ? LF_POSITION_INPUT : LF_POSITION_KV;
-    return LF_OK;
+    const lf_layer_tensors l = {.ctx = s->ctx, .path = s->path, .layout = s->layout, .stem = s->stem, .layer = i,
+                                .t = s->t[i], .shared_e = s->m[LF_M_SHARED_E]};
+    return lf__layer_config(&l, heads, c);
 }
 
 /* The feed-forward and norms of layer i; layer 0 sets d_ff, glu and the biases, the others must agree. */
@@ -202,15 +137,17 @@ static lf_status model_tensors(const lf_source *s, lf_model_spec *cfg)
 {
     const lf_st_tensor *const *m = s->m;
     const int64_t D = cfg->info.d_model;
-    if (!s->fairseq && !s->lm && (m[LF_M_TOK] || m[LF_M_POS] || m[LF_M_HEAD_W]))
+    const lf_embed_rule embed = s->layout->embed;
+    if (embed == LF_EMBED_NONE && (m[LF_M_TOK] || m[LF_M_POS] || m[LF_M_HEAD_W]))
         return FAIL(LF_ERR_FORMAT, "%s: embeddings or logits beside a Linformer that is not wrapped as "
                                    "LinformerLM (\"linformer.net.layers...\")", s->path);
-    if (s->lm && (!m[LF_M_TOK] || !m[LF_M_HEAD_W]))
-        return FAIL(LF_ERR_FORMAT, "%s: a LinformerLM needs \"%stoken_emb.weight\" and \"%sto_logits.weight\"", s->path,
-                    s->stem, s->stem);
+    if (embed == LF_EMBED_REQUIRED && (!m[LF_M_TOK] || !m[LF_M_HEAD_W]))
+        return FAIL(LF_ERR_FORMAT, "%s: %s needs \"%s%s\" and \"%s%s\"", s->path, s->layout->name, s->stem,
+                    lf__layout_model_role(s->layout, "tok")->suffix, s->stem,
+                    lf__layout_model_role(s->layout, "head_w")->suffix);
     if (m[LF_M_POS] && !m[LF_M_TOK])
         return FAIL(LF_ERR_FORMAT, "%s: tensor \"%s\" without token embeddings", s->path, m[LF_M_POS]->name);
-    const bool logits = s->lm || m[LF_M_HEAD_DENSE_W];
+    const bool logits = embed == LF_EMBED_REQUIRED || m[LF_M_HEAD_DENSE_W];
     cfg->info.kind = logits ? LF_MODEL_LM : m[LF_M_TOK] ? LF_MODEL_TOKEN_ENCODER : LF_MODEL_ENCODER;
     const int64_t V = m[LF_M_TOK] ? m[LF_M_TOK]->shape[0] : 0, P = m[LF_M_POS] ? m[LF_M_POS]->shape[0] : 0;
     if (V < 0 || V > (1 << 24) || P > (1 << 24))
@@ -240,7 +177,7 @@ static lf_status model_tensors(const lf_source *s, lf_model_spec *cfg)
 static lf_status numbers(const lf_source *s, lf_model_spec *cfg)
 {
     double eps = 1e-5, scale = 1.0;
-    long padding = s->fairseq ? 1 : -1;
+    long padding = s->layout->padding_idx;
     LF_TRY(meta_double(s, "eps", &eps));
     LF_TRY(meta_double(s, "embed_scale", &scale));
     LF_TRY(meta_int(s, "padding_idx", -1, 1 << 20, &padding));
@@ -260,11 +197,12 @@ lf_status lf__model_source_config(lf_source *s, const lf_model_options *opts, lf
     LF_TRY(head_count(s, opts->heads, &heads));
     LF_TRY(causal(s));
     LF_TRY(choice(s, "activation", opts->activation, LF_ACT_GELU, parse_act, act_name, &act));
-    LF_TRY(choice(s, "norm", opts->norm, s->fairseq ? LF_NORM_POST : LF_NORM_PRE, parse_norm, norm_name, &norm));
-    if (s->reversible && norm != LF_NORM_PRE)
+    LF_TRY(choice(s, "norm", opts->norm, s->layout->norm, parse_norm, norm_name, &norm));
+    if (s->layout->reversible && norm != LF_NORM_PRE)
         return FAIL(LF_ERR_UNSUPPORTED, "%s: a reversible stack's blocks are pre-norm, not %s", s->path, norm_name(norm));
-    cfg->info.layout = s->fairseq ? "fairseq" : "lucidrains";
-    cfg->reversible = s->reversible;
+    cfg->info.layout = s->layout->family;
+    cfg->reversible = s->layout->reversible;
+    s->layerwise = s->m[LF_M_SHARED_E] != NULL; /* then every layer's E is it (lf__layer_config checks) */
     cfg->info.layers = s->layers, cfg->info.activation = (lf_activation)act, cfg->info.norm = (lf_norm)norm;
     for (int i = 0; i < s->layers; i++) {
         LF_TRY(layer_attention(s, i, heads, &attn[i]));
@@ -274,9 +212,6 @@ lf_status lf__model_source_config(lf_source *s, const lf_model_options *opts, lf
                         cfg->info.d_model);
         LF_TRY(layer_ffn(s, i, cfg));
     }
-    for (int i = 0; i < s->layers; i++)
-        if ((attn[i].sharing == LF_SHARE_LAYERWISE) != s->layerwise)
-            return FAIL(LF_ERR_FORMAT, "%s: some layers use the layerwise compress_layer and some do not", s->path);
     LF_TRY(model_tensors(s, cfg));
     return numbers(s, cfg);
 }

@@ -30,7 +30,7 @@ static lf_status layernorm(const lf_run *r, cl_mem x, cl_mem res, cl_mem out, cl
 {
     const lf_layernorm_args a = {.x = x, .r = res, .out = out, .gamma = g, .beta = b, .d = r->m->cfg.info.d_model,
                                  .rows = (int)r->rows, .eps = r->m->cfg.eps, .has_r = res != NULL,
-                                 .write_sum = write_sum, .group = 128};
+                                 .write_sum = write_sum, .group = r->m->layernorm_group};
     return lf__launch_layernorm(r->m->ctx, &a, &r->m->tl);
 }
 

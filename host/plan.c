@@ -138,23 +138,9 @@ static lf_path auto_path(const lf_plan *p, const lf_device_info *dev)
     return p->dh <= LF_MAX_DH_TILED && fits ? LF_PATH_FUSED : LF_PATH_GEMM;
 }
 
-lf_status lf__kernel_variant(const lf_device_info *dev, lf_kernel_variant *variant, char *msg, size_t msg_size)
+lf_attention_tiles lf__attention_tiles(const lf_kernel_params *kp, int dh, const lf_device_info *dev)
 {
-    const char *force = getenv("LINFORMER_KERNEL_VARIANT");
-    if (force && *force) {
-        if (strcmp(force, "cpu") != 0 && strcmp(force, "gpu") != 0)
-            return FAIL(LF_ERR_ARGUMENT, "LINFORMER_KERNEL_VARIANT must be cpu or gpu, got \"%s\"", force);
-        *variant = force[0] == 'c' ? LF_VARIANT_CPU : LF_VARIANT_GPU;
-        return LF_OK;
-    }
-    *variant = dev->type == LF_DEVICE_CPU ? LF_VARIANT_CPU : LF_VARIANT_GPU;
-    return LF_OK;
-}
-
-lf_attention_tiles lf__attention_tiles(lf_kernel_variant variant, int dh, const lf_device_info *dev)
-{
-    lf_attention_tiles t = {32, 64, 1};
-    if (variant == LF_VARIANT_CPU) t.tile_queries = 8, t.query_block = 16; /* work-items across heads (launch.c) */
+    lf_attention_tiles t = {kp->tile_keys, (size_t)kp->tile_queries, kp->query_block};
     while (t.tile_keys > 1 && 2ull * t.tile_keys * dh * sizeof(float) > dev->local_mem_bytes / 2) t.tile_keys /= 2;
     return t;
 }
@@ -237,15 +223,15 @@ lf_status lf__plan_resolve(const lf_attention_config *cfg, const lf_device_info 
     p->f_separate = !c->share_kv && (c->sharing == LF_SHARE_NONE || c->sharing == LF_SHARE_HEADWISE);
     p->matrix_proj = c->proj_kind == LF_PROJ_LEARNED || c->proj_kind == LF_PROJ_RANDOM;
     p->per_head_proj = c->sharing == LF_SHARE_NONE && c->proj_kind != LF_PROJ_MEAN_POOL;
-    lf_kernel_variant variant = LF_VARIANT_GPU;
-    LF_TRY(lf__kernel_variant(device, &variant, msg, msg_size));
-    const lf_attention_tiles tiles = lf__attention_tiles(variant, p->dh, device);
+    lf_kernel_params kp;
+    LF_TRY(lf__kernel_params(device, &kp, msg, msg_size));
+    const lf_attention_tiles tiles = lf__attention_tiles(&kp, p->dh, device);
     p->tile_keys = tiles.tile_keys, p->tile_queries = tiles.tile_queries, p->query_block = tiles.query_block;
     LF_TRY(kv_order(p, msg, msg_size));
     if (p->linformer && c->path == LF_PATH_AUTO) c->path = c->causal ? LF_PATH_FUSED : auto_path(p, device);
     if (!p->linformer) c->path = LF_PATH_AUTO;
     p->tiled = c->mode == LF_MODE_FLASH || (p->linformer && c->path == LF_PATH_FUSED);
-    p->softmax_group = 256;
+    p->softmax_group = (size_t)kp.softmax_group;
     layout_weights(p);
     return LF_OK;
 }

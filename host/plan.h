@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "kernel_params.h"
 #include "linformer.h"
 
 /* The weights of a layer, in the order lf_attention_set_weight documents them. */
@@ -54,31 +55,17 @@ typedef struct {
     size_t softmax_group;    /* WG wanted for softmax_rows */
 } lf_plan;
 
-/*
- * The two variants of the attention kernel (cl/attention.cl), chosen here and
- * nowhere else. CPU: QB 16 queries a work-item as the lanes of one vector
- * (a CPU compiler cannot build such vectors from the work-items of a group:
- * bench/NOTES.md), keys read from global memory, no local memory and no
- * barriers. GPU: one
- * query a work-item, TQ 64 a group, key tiles staged in local memory. A device
- * of type LF_DEVICE_CPU takes the CPU variant, every other the GPU variant; a
- * device reporting several types is typed by the first of GPU, accelerator,
- * CPU that it reports (device.c), so Oclgrind (ACCELERATOR|GPU|CPU) takes the
- * GPU variant. LINFORMER_KERNEL_VARIANT=cpu|gpu forces one on any device;
- * another value is an LF_ERR_ARGUMENT naming it.
- */
-typedef enum { LF_VARIANT_CPU, LF_VARIANT_GPU } lf_kernel_variant;
-lf_status lf__kernel_variant(const lf_device_info *dev, lf_kernel_variant *variant, char *msg, size_t msg_size);
-
-/* The attention kernel's tiles for a variant at head width dh: TK keys a tile
- * (the GPU variant stages 2 TK dh floats; they keep within half of the
- * device's local memory), TQ work-items wanted, QB queries a work-item. */
+/* The attention kernel's tiles at head width dh, from the parameters wanted
+ * (kernel_params.h): TK keys a tile, lowered until the 2 TK dh floats that
+ * the GPU variant stages keep within half of the device's local memory; TQ
+ * work-items wanted (lf__kernel_sized lowers them to what the device
+ * allows), QB queries a work-item. */
 typedef struct {
     int tile_keys;
     size_t tile_queries;
     int query_block;
 } lf_attention_tiles;
-lf_attention_tiles lf__attention_tiles(lf_kernel_variant variant, int dh, const lf_device_info *dev);
+lf_attention_tiles lf__attention_tiles(const lf_kernel_params *kp, int dh, const lf_device_info *dev);
 
 /* The shape of the elementwise kernels (activation.cl, elementwise.cl's
  * bias_rows, copy.cl; layernorm.cl takes float4s and a row a work-item in the
@@ -92,9 +79,11 @@ typedef struct {
 lf_elementwise_tiles lf__elementwise_tiles(lf_kernel_variant variant);
 
 /*
- * Checks cfg and resolves it for a device. has_shared says whether a layerwise
- * projection is handed in (its sizes are checked by the caller). On failure the
- * message names the field and the status is LF_ERR_ARGUMENT or LF_ERR_UNSUPPORTED.
+ * Checks cfg and resolves it for a device, with the kernel parameters of
+ * lf__kernel_params. has_shared says whether a layerwise projection is handed
+ * in (its sizes are checked by the caller). On failure the message names the
+ * field (or LINFORMER_KERNEL_PARAMS's key) and the status is LF_ERR_ARGUMENT
+ * or LF_ERR_UNSUPPORTED.
  */
 lf_status lf__plan_resolve(const lf_attention_config *cfg, const lf_device_info *device, bool has_shared,
                            lf_plan *plan, char *msg, size_t msg_size);

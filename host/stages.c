@@ -1,6 +1,5 @@
 /*
- * stages.c - one attention layer's forward, stage by stage (see stages.h and
- * DESIGN.md's data path):
+ * stages.c - one attention layer's forward, stage by stage (see stages.h):
  *   x [B,n,D] -> Q,K,V = x W^T + b (one GEMM over the fused weights)
  *   linformer: K~ = E K, V~ = F V per sequence (a GEMM per sequence, or
  *              seq_project.cl for pooling and convolution; padded rows never

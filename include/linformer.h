@@ -13,7 +13,9 @@
  *     argument, tensor or OpenCL error (CL_OUT_OF_RESOURCES, never -5).
  *   - Opaque handles come in create/free pairs; every free accepts NULL.
  *   - Shapes are row-major and written next to each function.
- *   - The library never aborts or exits and keeps no global mutable state.
+ *   - The library never aborts or exits. Its one process-wide state is the
+ *     OpenCL contexts of freed contexts, kept for the next context on their
+ *     device (see lf_context_free).
  *
  * Threads
  *   - Different contexts are independent: use one per thread freely.
@@ -24,9 +26,8 @@
  *     check writes it without the lock: with several threads on one context,
  *     read it right after the failing call (another thread's failure may
  *     replace it), or give each thread its own context.
- *   - lf_context_free clears CLBlast's process-wide GEMM program cache, which
- *     would otherwise keep every freed context alive; other live contexts
- *     rebuild their GEMM programs once.
+ *   - Contexts may be created and freed on any thread: the kept OpenCL
+ *     contexts are taken and given back under a lock of their own.
  *   - An object (layer, projection, model) must not be freed while another thread uses it.
  */
 #ifndef LINFORMER_H
@@ -171,11 +172,10 @@ typedef struct lf_context lf_context;
  * lf_kernel_cache_dir says which holds. LINFORMER_KERNEL_DIR, when set, loads
  * the kernel sources from that folder instead of the copies built into the
  * library.
- * The attention kernel has two variants: "cpu" (several queries a work-item,
- * no local memory) on devices of type LF_DEVICE_CPU, "gpu" (one query a
- * work-item, key tiles in local memory) on all others.
- * LINFORMER_KERNEL_VARIANT=cpu|gpu forces one, for development; any other
- * value makes creating a layer or loading a model fail with LF_ERR_ARGUMENT.
+ * The kernels' parameters (lf_context_kernel_params) come from a table by
+ * device type and vendor; LINFORMER_KERNEL_PARAMS overrides them, for
+ * development, and a bad value of it makes creating a layer or a model fail
+ * with LF_ERR_ARGUMENT.
  */
 LF_API lf_status lf_context_create(const char *selector, lf_context **out, char *errbuf,
                                    size_t errbuf_size);
@@ -199,6 +199,23 @@ LF_API lf_status lf_context_create_from_cl(cl_context context, cl_command_queue 
                                            lf_context **out, char *errbuf,
                                            size_t errbuf_size);
 
+/*
+ * Frees the context once every layer, projection and model made on it is
+ * freed too (each holds it). The OpenCL context and queue that
+ * lf_context_create opened are not released but kept for the next
+ * lf_context_create on the same device (so its lf_context_cl_context may be
+ * one a freed context had): at most 4 in the process, each serving one live
+ * context at a time, never released before the process ends. With them stay
+ * CLBlast's GEMM programs built for that OpenCL context, which a new one would
+ * compile again (0.1 to 0.3 s on PoCL, about 4 s on Intel's CPU runtime,
+ * when the GEMMs run on CLBlast). Nothing else is kept: the context's kernels
+ * are freed, and the objects made on it freed their buffers. A context whose
+ * queue failed to finish, one freed while 4 are kept, and one from
+ * lf_context_create_from_cl (its OpenCL context is the caller's) release
+ * theirs at once; that clears CLBlast's process-wide program cache (which
+ * otherwise holds every OpenCL context it served), so other live contexts on
+ * CLBlast build their GEMM programs once more.
+ */
 LF_API void lf_context_free(lf_context *ctx);
 
 /* The message of the last failure on this context; "" when none. Never NULL.
@@ -209,6 +226,24 @@ LF_API const char *lf_context_last_error(const lf_context *ctx);
 LF_API lf_status lf_context_device_info(const lf_context *ctx, lf_device_info *info);
 LF_API cl_context lf_context_cl_context(const lf_context *ctx);
 LF_API cl_command_queue lf_context_cl_queue(const lf_context *ctx);
+
+/*
+ * The kernel parameters that layers and models created now on ctx take, as
+ * text in LINFORMER_KERNEL_PARAMS's form:
+ * "variant=cpu,tk=32,tq=8,qb=16,softmax_wg=256,layernorm_wg=128" (cut to
+ * size). variant is the attention kernel's: "cpu" (qb queries a work-item as
+ * the lanes of a vector, no local memory) or "gpu" (one query a work-item, tk
+ * keys a tile in local memory); tq, softmax_wg and layernorm_wg are the
+ * work-items wanted in a group. They are the row of a table that serves the
+ * device (by type, then vendor: CPU devices take "cpu", all others "gpu"),
+ * then LINFORMER_KERNEL_PARAMS (key=value pairs separated by commas, each key
+ * once; variant= first takes that variant's defaults, the other keys then
+ * set their own) when it is set and not empty. The device's limits may lower
+ * tk, tq and the groups where the kernels run. LF_ERR_ARGUMENT with a
+ * message naming the key or value when that variable is bad, or when out is
+ * NULL or size 0.
+ */
+LF_API lf_status lf_context_kernel_params(lf_context *ctx, char *out, size_t size);
 
 /* Waits for all work queued on the context. */
 LF_API lf_status lf_context_finish(lf_context *ctx);
@@ -449,7 +484,7 @@ LF_API lf_status lf_attention_probabilities(lf_attention *layer, const float *x,
 LF_API lf_status lf_attention_last_time_ms(lf_attention *layer, double *ms);
 
 /* Where the last forward's device time went: one entry per stage ("gemm qkv",
- * "seq_project_matrix", "attention_tiled", "softmax_rows", "gemm out", ...), in
+ * "seq_project", "attention_tiled", "softmax_rows", "gemm out", ...), in
  * the order the stages first ran, with the summed time of its commands (each
  * from the end of the command before it to its own end). Fills
  * at most `capacity` entries and sets *count to the number of stages. */

@@ -54,7 +54,7 @@ int lf_test_system(const char *cmd, char *log, size_t log_size);
 
 /* Where the tests find their data (the folder holding tests/data and tests/fuzz)
  * and the linformer program: LINFORMER_TEST_DATA and LINFORMER_TOOL when set, so
- * tests moved away from the source tree (tools/bundle.sh) still run; else the
+ * tests moved away from the source tree (scripts/bundle.sh) still run; else the
  * source tree and the program of the build they belong to. */
 const char *lf_test_source_dir(void);
 const char *lf_test_tool(void);

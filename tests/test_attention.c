@@ -140,22 +140,25 @@ Test(attention, automatic_path_is_resolved_at_create)
     lf_device_info info;
     cr_assert_eq(lf_context_device_info(ctx, &info), LF_OK);
     static const struct { int d_model, heads, k; } shapes[] = {{64, 1, 16}, {64, 1, 4096}, {300, 1, 8}};
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        lf_attention_config c = config(shapes[i].d_model, shapes[i].heads, 4096, shapes[i].k, LF_MODE_LINFORMER);
-        lf_attention *layer = NULL;
-        cr_assert_eq(lf_attention_create(ctx, &c, NULL, &layer), LF_OK, "%s", lf_context_last_error(ctx));
-        lf_attention_config got;
-        cr_assert_eq(lf_attention_config_get(layer, &got), LF_OK);
-        /* fused when d_head <= 256 and the device is a CPU (its kernel variant
-         * keeps nothing in local memory) or a head's k keys and values fit
-         * the local memory */
-        const int dh = shapes[i].d_model / shapes[i].heads;
-        const bool fits = dh <= 256 && (info.type == LF_DEVICE_CPU ||
-                                        2ull * shapes[i].k * dh * sizeof(float) <= info.local_mem_bytes);
-        cr_expect_eq(got.path, fits ? LF_PATH_FUSED : LF_PATH_GEMM, "d_head %d, k %d, local memory %llu", dh,
-                     shapes[i].k, (unsigned long long)info.local_mem_bytes);
-        lf_attention_free(layer);
-    }
+    for (int cpu = 0; cpu <= 1; cpu++) /* either variant of the attention kernel, on any device */
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+            setenv("LINFORMER_KERNEL_PARAMS", cpu ? "variant=cpu" : "variant=gpu", 1);
+            lf_attention_config c = config(shapes[i].d_model, shapes[i].heads, 4096, shapes[i].k, LF_MODE_LINFORMER);
+            lf_attention *layer = NULL;
+            cr_assert_eq(lf_attention_create(ctx, &c, NULL, &layer), LF_OK, "%s", lf_context_last_error(ctx));
+            lf_attention_config got;
+            cr_assert_eq(lf_attention_config_get(layer, &got), LF_OK);
+            /* fused when d_head <= 256 and the variant is the CPU one (it keeps
+             * nothing in local memory) or a head's k keys and values fit the
+             * local memory */
+            const int dh = shapes[i].d_model / shapes[i].heads;
+            const bool fits = dh <= 256 && (cpu || 2ull * shapes[i].k * dh * sizeof(float) <= info.local_mem_bytes);
+            cr_expect_eq(got.path, fits ? LF_PATH_FUSED : LF_PATH_GEMM,
+                         "variant %s, d_head %d, k %d, local memory %llu", cpu ? "cpu" : "gpu", dh, shapes[i].k,
+                         (unsigned long long)info.local_mem_bytes);
+            lf_attention_free(layer);
+        }
+    unsetenv("LINFORMER_KERNEL_PARAMS");
 }
 
 /* The plan's order of the key/value side for c on this device: true when the

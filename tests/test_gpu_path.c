@@ -4,10 +4,13 @@
  * Linformer on the fused path and on the GEMM path (a k whose keys do not fit
  * local memory), dense and flash, causal dense, flash and pooled Linformer,
  * one key/value head, share_kv, mixed lengths. Against the double-precision
- * reference, on every device.
+ * reference, on every device, in both variants of the attention kernel
+ * (LINFORMER_KERNEL_PARAMS makes any device run either).
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "layer_case.h"
 
@@ -30,11 +33,25 @@ static lf_case tiny(lf_mode mode, int k, bool causal)
     return c;
 }
 
-static void expect_exact(const lf_case *c, const char *what)
+static const char *const variants[] = {"variant=gpu", "variant=cpu"};
+#define VARIANTS (sizeof variants / sizeof variants[0])
+
+/* The case in each variant; with alone, each sequence of its batch also
+ * gives exactly what it gives alone. */
+static void check_variants(const lf_case *c, const char *what, bool alone)
 {
-    const double e = lf_case_run(ctx, c);
-    cr_expect_leq(e, TOL, "%s: relative error %.3g", what, e);
+    for (size_t v = 0; v < VARIANTS; v++) {
+        setenv("LINFORMER_KERNEL_PARAMS", variants[v], 1);
+        const double e = lf_case_run(ctx, c);
+        cr_expect_leq(e, TOL, "%s, %s: relative error %.3g", what, variants[v], e);
+        const double d = alone ? lf_case_batch_vs_alone(ctx, c) : 0;
+        cr_expect_leq(d, 1e-6, "%s, %s: a sequence in a batch differs from itself alone by %.3g", what,
+                      variants[v], d);
+    }
+    unsetenv("LINFORMER_KERNEL_PARAMS");
 }
+
+static void expect_exact(const lf_case *c, const char *what) { check_variants(c, what, false); }
 
 Test(gpu_path, linformer_fused_and_gemm)
 {
@@ -46,20 +63,26 @@ Test(gpu_path, linformer_fused_and_gemm)
 }
 
 /* k = 600 keys and values of d_head 8 take 38400 bytes: more than 32 KiB of
- * local memory, so the GPU variant takes the GEMM path there. */
+ * local memory, so the GPU variant takes the GEMM path there; the CPU
+ * variant keeps none in local memory and takes the fused path anywhere. */
 Test(gpu_path, keys_past_local_memory_take_the_gemm_path)
 {
     lf_case c = tiny(LF_MODE_LINFORMER, 600, false);
     c.n = 9;
-    lf_attention *layer = NULL;
-    cr_assert_eq(lf_attention_create(ctx, &c.cfg, NULL, &layer), LF_OK, "%s", lf_context_last_error(ctx));
-    lf_attention_config got;
-    cr_assert_eq(lf_attention_config_get(layer, &got), LF_OK);
-    lf_attention_free(layer);
     lf_device_info info;
     cr_assert_eq(lf_context_device_info(ctx, &info), LF_OK);
-    if (info.type != LF_DEVICE_CPU && info.local_mem_bytes < 38400)
-        cr_expect_eq(got.path, LF_PATH_GEMM, "k 600 on %llu bytes of local memory", (unsigned long long)info.local_mem_bytes);
+    for (size_t v = 0; v < VARIANTS; v++) {
+        setenv("LINFORMER_KERNEL_PARAMS", variants[v], 1);
+        lf_attention *layer = NULL;
+        cr_assert_eq(lf_attention_create(ctx, &c.cfg, NULL, &layer), LF_OK, "%s", lf_context_last_error(ctx));
+        lf_attention_config got;
+        cr_assert_eq(lf_attention_config_get(layer, &got), LF_OK);
+        lf_attention_free(layer);
+        const bool gpu = strcmp(variants[v], "variant=gpu") == 0;
+        if (!gpu || info.local_mem_bytes < 38400)
+            cr_expect_eq(got.path, gpu ? LF_PATH_GEMM : LF_PATH_FUSED, "k 600, %s, %llu bytes of local memory",
+                         variants[v], (unsigned long long)info.local_mem_bytes);
+    }
     expect_exact(&c, "k 600");
 }
 
@@ -101,9 +124,8 @@ Test(gpu_path, mixed_lengths_match_alone)
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
         lf_case c = tiny(modes[i].mode, 5, modes[i].causal);
         c.batch = 4, c.lengths = mixed;
-        expect_exact(&c, "mixed lengths");
-        const double d = lf_case_batch_vs_alone(ctx, &c);
-        cr_expect_leq(d, 1e-6, "mode %s causal %d: a sequence in a batch differs from itself alone by %.3g",
-                      lf_mode_name(c.cfg.mode), modes[i].causal, d);
+        char what[64];
+        snprintf(what, sizeof what, "mixed lengths, mode %s, causal %d", lf_mode_name(c.cfg.mode), modes[i].causal);
+        check_variants(&c, what, true);
     }
 }

@@ -5,8 +5,11 @@
  * arenas grown) and again at the end; the growth must stay under a margin far
  * below what a leak would add: each layer here holds ~100 KiB of device
  * memory, which on a CPU device is host memory, so leaking one per iteration
- * would grow RSS by ~100 MiB over 1000 iterations. Host-side leaks of any size
- * are LeakSanitizer's job (tools/check-robustness.sh runs this test under it).
+ * would grow RSS by ~100 MiB over 1000 iterations. Each iteration also loads
+ * a layer (lf_attention_load) and a 3-layer model (lf_model_load), runs the
+ * model, frees both, and fails to load a missing file both ways. Host-side
+ * leaks of any size are LeakSanitizer's job (scripts/check-robustness.sh runs
+ * this test under it).
  *
  * Contexts are created 200 times, not 1000: each one takes the OpenCL context
  * the one before left (host/context.c keeps it, and with it CLBlast's GEMM
@@ -14,8 +17,6 @@
  * runtime), loads its kernels from the disk cache and runs a forward, ~50-100
  * ms, so 1000 would take a minute or more of the shared CI cores without
  * finding more than 200 do (a per-context leak of even 100 KiB shows as 20 MiB).
- * There is no model API in linformer.h yet; lf_attention_load (the model
- * loader) is exercised instead.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -78,14 +79,33 @@ static void round_trip(lf_context *ctx, int i, const float *x, float *y)
     lf_projection_free(p);
 }
 
+/* One model from a file, a forward at a length that varies, and a load that fails. */
+static void model_round(lf_context *ctx, const char *path, int i, uint64_t *rng)
+{
+    lf_model *m = NULL;
+    cr_assert_eq(lf_model_load(ctx, path, NULL, &m), LF_OK, "%s", lf_context_last_error(ctx));
+    lf_model_info info;
+    cr_assert_eq(lf_model_info_get(m, &info), LF_OK);
+    const int n = 1 + i % info.max_seq_len;
+    float *x = malloc((size_t)n * info.d_model * sizeof *x), *y = malloc((size_t)n * info.d_model * sizeof *y);
+    lf_test_fill(x, (size_t)n * info.d_model, rng, -1, 1);
+    cr_assert_eq(lf_model_forward(m, x, NULL, y, 1, n, NULL), LF_OK, "%s", lf_context_last_error(ctx));
+    free(x), free(y);
+    lf_model_free(m);
+    lf_model *bad = NULL;
+    cr_assert_eq(lf_model_load(ctx, "/nonexistent.safetensors", NULL, &bad), LF_ERR_IO);
+    cr_assert_null(bad);
+}
+
 Test(hygiene, layers_projections_and_loads_1000_times)
 {
     lf_context *ctx = lf_test_context();
     uint64_t rng = lf_test_seed();
     float *x = malloc(2 * NMAX * D * sizeof *x), *y = malloc(2 * NMAX * D * sizeof *y);
     lf_test_fill(x, 2 * NMAX * D, &rng, -1, 1);
-    char path[4200];
+    char path[4200], model[4200];
     snprintf(path, sizeof path, "%s/tests/fuzz/corpus_loader/valid_headwise.safetensors", LF_SOURCE_DIR);
+    snprintf(model, sizeof model, "%s/tests/data/models/encoder_depth3.model.safetensors", LF_SOURCE_DIR);
     const int warm = 50, total = 1000;
     long base = 0;
     for (int i = 0; i < warm + total; i++) {
@@ -98,8 +118,9 @@ Test(hygiene, layers_projections_and_loads_1000_times)
         /* failures must not leak either */
         lf_attention *bad = NULL;
         cr_assert_eq(lf_attention_load(ctx, "/nonexistent.safetensors", 0, LF_MODE_LINFORMER, &bad), LF_ERR_IO);
+        model_round(ctx, model, i, &rng);
     }
-    expect_flat(rss_kib() - base, MARGIN_KIB, total, "rounds of layers, projections and loads");
+    expect_flat(rss_kib() - base, MARGIN_KIB, total, "rounds of layers, projections, models and loads");
     free(x), free(y);
     lf_context_free(ctx);
 }
@@ -152,4 +173,27 @@ Test(hygiene, freed_context_is_reused_on_its_device)
     lf_context_free(next);
     lf_context_free(live);
     clReleaseContext(kept);
+}
+
+/* At most 4 OpenCL contexts are kept (linformer.h, lf_context_free): of 5
+ * freed at once, one is released. Each is retained here to read its count. */
+Test(hygiene, at_most_four_contexts_are_kept)
+{
+    enum { N = 5 };
+    lf_context *ctx[N];
+    cl_context cl[N];
+    for (int i = 0; i < N; i++) {
+        ctx[i] = lf_test_context();
+        cl[i] = lf_context_cl_context(ctx[i]);
+        clRetainContext(cl[i]);
+    }
+    for (int i = 0; i < N; i++) lf_context_free(ctx[i]);
+    int kept = 0;
+    for (int i = 0; i < N; i++) {
+        cl_uint refs = 0;
+        cr_assert_eq(clGetContextInfo(cl[i], CL_CONTEXT_REFERENCE_COUNT, sizeof refs, &refs, NULL), CL_SUCCESS);
+        kept += refs > 1;
+        clReleaseContext(cl[i]);
+    }
+    cr_expect_eq(kept, 4, "%d of %d freed contexts' OpenCL contexts are still held", kept, N);
 }

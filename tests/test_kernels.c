@@ -54,11 +54,11 @@ Test(kernels, each_file_compiles_with_its_defaults)
  * vector and run sizes, and nothing past them. */
 Test(kernels, copy_grid)
 {
-    static const char *const variants[] = {"cpu", "gpu"};
+    static const char *const variants[] = {"variant=cpu", "variant=gpu"};
     static const size_t counts[] = {1, 15, 16, 17, 63, 64, 65, 1000, 4099};
     uint64_t rng = lf_test_seed();
     for (size_t v = 0; v < 2; v++) {
-        cr_assert_eq(setenv("LINFORMER_KERNEL_VARIANT", variants[v], 1), 0);
+        cr_assert_eq(setenv("LINFORMER_KERNEL_PARAMS", variants[v], 1), 0);
         for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
             const size_t n = counts[i];
             float *src = lf_test_random(n, &rng, -1.0f, 1.0f), *got = malloc((n + 1) * sizeof *got);
@@ -340,6 +340,19 @@ static void tiled_run(const tiled_case *t, uint64_t *rng)
     free(q), free(k), free(v), free(sk), free(sv), free(out), free(ref);
 }
 
+/* The parameters of a variant on this device, as an override asks for it. */
+static lf_kernel_params variant_params(lf_kernel_variant v)
+{
+    lf_device_info info;
+    cr_assert_eq(lf_context_device_info(ctx, &info), LF_OK);
+    setenv("LINFORMER_KERNEL_PARAMS", v == LF_VARIANT_CPU ? "variant=cpu" : "variant=gpu", 1);
+    lf_kernel_params kp;
+    char msg[512] = "";
+    cr_assert_eq(lf__kernel_params(&info, &kp, msg, sizeof msg), LF_OK, "%s", msg);
+    unsetenv("LINFORMER_KERNEL_PARAMS");
+    return kp;
+}
+
 /* The tiles of the grid for head width dh: each variant's own as the library
  * takes them on this device, then odd ones (TK, TQ, QB) whose TK keeps to the
  * library's for the GPU variant, so that they fit the device's local memory. */
@@ -349,9 +362,11 @@ static size_t grid_tiles(int dh, int tiles[][3])
     size_t count = 0;
     lf_device_info info;
     cr_assert_eq(lf_context_device_info(ctx, &info), LF_OK);
-    const lf_attention_tiles gpu = lf__attention_tiles(LF_VARIANT_GPU, dh, &info);
+    const lf_kernel_params gpu_params = variant_params(LF_VARIANT_GPU);
+    const lf_attention_tiles gpu = lf__attention_tiles(&gpu_params, dh, &info);
     for (int v = LF_VARIANT_CPU; v <= LF_VARIANT_GPU; v++, count++) {
-        const lf_attention_tiles t = lf__attention_tiles((lf_kernel_variant)v, dh, &info);
+        const lf_kernel_params kp = variant_params((lf_kernel_variant)v);
+        const lf_attention_tiles t = lf__attention_tiles(&kp, dh, &info);
         tiles[count][0] = t.tile_keys, tiles[count][1] = (int)t.tile_queries, tiles[count][2] = t.query_block;
     }
     for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i += lf_test_tiny() ? 2 : 1, count++) { /* tiny: one a variant */
@@ -387,10 +402,14 @@ Test(kernels, attention_tiled_grid)
 Test(kernels, gpu_variant_tiles_fit_local_memory)
 {
     static const uint64_t memories[] = {16384, 32768, 49152, 65536};
+    unsetenv("LINFORMER_KERNEL_PARAMS"); /* the table's own row */
     for (size_t m = 0; m < sizeof memories / sizeof memories[0]; m++)
         for (int dh = 1; dh <= LF_MAX_DH_TILED; dh++) {
             const lf_device_info dev = {.type = LF_DEVICE_GPU, .local_mem_bytes = memories[m]};
-            const lf_attention_tiles t = lf__attention_tiles(LF_VARIANT_GPU, dh, &dev);
+            lf_kernel_params kp;
+            char msg[512] = "";
+            cr_assert_eq(lf__kernel_params(&dev, &kp, msg, sizeof msg), LF_OK, "%s", msg);
+            const lf_attention_tiles t = lf__attention_tiles(&kp, dh, &dev);
             cr_assert_leq(2ull * t.tile_keys * dh * sizeof(float), memories[m] / 2, "dh %d, %llu bytes: TK %d", dh,
                           (unsigned long long)memories[m], t.tile_keys);
             cr_assert_eq(t.query_block, 1);
@@ -416,30 +435,4 @@ Test(kernels, work_groups_fit_local_memory)
     }
     uint64_t rng = lf_test_seed();
     softmax_case(2, 3, 173, 3, 100, false, 256, &rng); /* and still gives the right answer */
-}
-
-/* The variant follows the device's type, GPU for a device that says GPU
- * among other types; LINFORMER_KERNEL_VARIANT forces either, and nothing else. */
-Test(kernels, variant_from_type_or_forced)
-{
-    static const struct { lf_device_type type; const char *force; lf_kernel_variant want; } cases[] = {
-        {LF_DEVICE_CPU, NULL, LF_VARIANT_CPU},   {LF_DEVICE_GPU, NULL, LF_VARIANT_GPU},
-        {LF_DEVICE_ACCELERATOR, NULL, LF_VARIANT_GPU}, {LF_DEVICE_CPU, "gpu", LF_VARIANT_GPU},
-        {LF_DEVICE_GPU, "cpu", LF_VARIANT_CPU}};
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const lf_device_info dev = {.type = cases[i].type, .local_mem_bytes = 32768};
-        if (cases[i].force) setenv("LINFORMER_KERNEL_VARIANT", cases[i].force, 1);
-        else unsetenv("LINFORMER_KERNEL_VARIANT");
-        lf_kernel_variant v = (lf_kernel_variant)-1;
-        char msg[256] = "";
-        cr_expect_eq(lf__kernel_variant(&dev, &v, msg, sizeof msg), LF_OK, "%s", msg);
-        cr_expect_eq(v, cases[i].want, "case %zu", i);
-    }
-    setenv("LINFORMER_KERNEL_VARIANT", "GPU", 1);
-    const lf_device_info dev = {.type = LF_DEVICE_GPU};
-    lf_kernel_variant v;
-    char msg[256] = "";
-    cr_expect_eq(lf__kernel_variant(&dev, &v, msg, sizeof msg), LF_ERR_ARGUMENT);
-    cr_expect(strstr(msg, "LINFORMER_KERNEL_VARIANT") && strstr(msg, "\"GPU\""), "%s", msg);
-    unsetenv("LINFORMER_KERNEL_VARIANT");
 }

@@ -194,7 +194,8 @@ Test(model_files, an_attention_layer_file_is_not_a_model)
     snprintf(path, sizeof path, "%s/tests/data/pytorch/plain.model.safetensors", LF_SOURCE_DIR);
     lf_expect_load_refused(ctx, path, NULL, LF_ERR_FORMAT,
                       (const char *[]){"found 7 tensors", "\"proj_k\"", "net.layers.0.0.fn.to_q.weight",
-                                       "layers.0.self_attn.q_proj.weight", NULL});
+                                       "layers.0.self_attn.q_proj.weight", "reversible Linformer",
+                                       "net.blocks.0.f.net.fn.to_q.weight", NULL});
 }
 
 /* A one-layer lucidrains file with one change: a tensor added, or one left out. */

@@ -21,10 +21,11 @@ static void setup(void) { ctx = lf_test_context(); }
 static void teardown(void) { lf_context_free(ctx); }
 TestSuite(model_kernels, .init = setup, .fini = teardown, .timeout = 600);
 
-/* The elementwise kernels' two variants, forced in turn on every device. */
-static const char *const variants[] = {"cpu", "gpu"};
+/* The elementwise kernels' two variants, forced in turn on every device
+ * (LINFORMER_KERNEL_PARAMS). */
+static const char *const variants[] = {"variant=cpu", "variant=gpu"};
 #define VARIANTS (sizeof variants / sizeof variants[0])
-static void use_variant(size_t v) { cr_assert_eq(setenv("LINFORMER_KERNEL_VARIANT", variants[v], 1), 0); }
+static void use_variant(size_t v) { cr_assert_eq(setenv("LINFORMER_KERNEL_PARAMS", variants[v], 1), 0); }
 
 static float *poisoned(size_t count)
 {
@@ -73,7 +74,7 @@ static void layernorm_run(const ln_case *t, uint64_t *rng)
         lf_ref_layernorm(s + (size_t)row * t->d, t->d, 1e-5, g, b, ref + (size_t)row * t->d);
     cr_expect_leq(lf_test_rel_err(out, ref, count), TOL,
                   "layernorm rows %d d %d r %d sum %d in place %d group %zu, variant %s", t->rows, t->d, t->has_r,
-                  t->write_sum, t->in_place, t->group, getenv("LINFORMER_KERNEL_VARIANT"));
+                  t->write_sum, t->in_place, t->group, getenv("LINFORMER_KERNEL_PARAMS"));
     if (!t->in_place) /* x holds the sum, or is untouched */
         for (size_t i = 0; i < count; i++) s[i] = t->write_sum ? s[i] : x[i];
     if (!t->in_place) cr_expect_leq(lf_test_rel_err(sum, s, count), 1e-7, "layernorm: x after the call");
@@ -129,7 +130,7 @@ static void bias_act_run(const act_case *t, uint64_t *rng)
         }
     cr_expect_leq(lf_test_rel_err(out, ref, count), TOL,
                   "bias_act rows %d cols %d ld %d bias %d glu %d act %d, variant %s", t->rows, t->cols, t->ld,
-                  t->has_bias, t->glu, t->act, getenv("LINFORMER_KERNEL_VARIANT"));
+                  t->has_bias, t->glu, t->act, getenv("LINFORMER_KERNEL_PARAMS"));
     lf__release(&yb), lf__release(&bb);
     free(y), free(bias), free(out), free(ref);
 }
@@ -187,7 +188,7 @@ static void gelu_digits(void)
             if (e > worst) worst = e, at = y[i];
         }
         cr_expect_leq(worst, 1.0, "act %d, variant %s: error %.3g times the tolerance at %g (tolerance %.3g)", act,
-                      getenv("LINFORMER_KERNEL_VARIANT"), worst, at, gelu_tolerance(at, (lf_activation)act));
+                      getenv("LINFORMER_KERNEL_PARAMS"), worst, at, gelu_tolerance(at, (lf_activation)act));
     }
     static const float special[4] = {INFINITY, -INFINITY, NAN, 0.0f};
     float got[4];

@@ -89,14 +89,29 @@ Test(tune, an_unwritable_cache_fails_before_the_search, .timeout = 600)
     cr_expect_eq(strstr(log, "host BLAS") != NULL, host, "%s", log);
 }
 
+/* Each bad command line is refused with status 2 and a message that names what is wrong. */
 Test(tune, bad_options_are_usage_errors)
 {
-    static const char *const bad[] = {"--seconds inf", "--seconds 1e308", "--seconds 0", "--seconds nan",
-                                      "--seconds 1 --seconds 2", "--device 0 --device 1", "--second 5x", "stray"};
+    static const char *const bad[][2] = {
+        {"--seconds inf", "--seconds takes a number from 0.1"},
+        {"--seconds 1e308", "--seconds takes a number from 0.1"},
+        {"--seconds 0", "--seconds takes a number from 0.1"},
+        {"--seconds nan", "--seconds takes a number from 0.1"},
+        {"--second 5x", "--seconds takes a number from 0.1"},
+        {"--seconds 1 --seconds 2", "--seconds is given twice"},
+        {"--device 0 --device 1", "--device is given twice"},
+        {"--seconds", "--seconds needs a value"},
+        {"--device", "--device needs a value"},
+        {"--budget 5", "unknown option \"--budget\""},
+        {"--help=yes", "--help takes no value"},
+        {"stray", "unexpected argument \"stray\""},
+    };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char cmd[1024], log[4096];
-        snprintf(cmd, sizeof cmd, "%s tune %s", LF_TOOL_PATH, bad[i]);
-        cr_expect_eq(lf_test_system(cmd, log, sizeof log), 2, "%s: %s", bad[i], log);
-        cr_expect(strstr(log, "linformer tune: ") != NULL, "%s: %s", bad[i], log);
+        snprintf(cmd, sizeof cmd, "%s tune %s", LF_TOOL_PATH, bad[i][0]);
+        cr_expect_eq(lf_test_system(cmd, log, sizeof log), 2, "%s: %s", bad[i][0], log);
+        char want[256];
+        snprintf(want, sizeof want, "linformer tune: %s", bad[i][1]);
+        cr_expect(strstr(log, want) != NULL, "%s: wanted \"%s\" in: %s", bad[i][0], want, log);
     }
 }

@@ -45,7 +45,8 @@ static void usage(FILE *out)
             "  --warmup N     untimed forwards before them (0 to %d, default 1): the first forward on a\n"
             "                 device may include compiling kernels (PoCL builds them at first launch)\n"
             "  --profile      print where the last forward's device time went: per stage (kernel or\n"
-            "                 GEMM kind, summed over a model's layers) its time, share and commands\n"
+            "                 GEMM kind, summed over a model's layers) its time, share and commands,\n"
+            "                 then the kernel parameters (LINFORMER_KERNEL_PARAMS sets them)\n"
             "  --check        compare the output with the input's `y`: prints the relative error\n"
             "                 ||out - y|| / ||y|| and exits 1 when it is above the tolerance;\n"
             "                 --output may then be left out\n"
@@ -226,7 +227,8 @@ static void print_time(const runner *r, const run_input *in, double ms, int repe
                 lf_model_kind_name(r->info.kind), in->batch, in->n, ms, repeat, ms / r->info.layers);
 }
 
-/* --profile: the last forward's stages, in the order they first ran. */
+/* --profile: the last forward's stages, in the order they first ran, and the
+ * kernel parameters (as LINFORMER_KERNEL_PARAMS takes them). */
 static int print_profile(lf_context *ctx, const runner *r)
 {
     enum { MAX_STAGES = 64 };
@@ -243,6 +245,10 @@ static int print_profile(lf_context *ctx, const runner *r)
                total > 0 ? 100.0 * stages[i].ms / total : 0.0, stages[i].commands);
     if (count > MAX_STAGES) printf("(%zu more stages)\n", count - MAX_STAGES);
     printf("%-24s %12.3f\n", "forward", total);
+    char params[256];
+    if (lf_context_kernel_params(ctx, params, sizeof params) != LF_OK)
+        return fail("--profile: %s", lf_context_last_error(ctx));
+    printf("kernel parameters: %s\n", params);
     return 0;
 }
 

@@ -3,7 +3,9 @@
 A row is (library name, state-dict name, stored): "as is" tensors are handed to
 the shaped setters with their own shape; "transposed" ones are stored as the
 transpose of what the library takes (lucidrains' proj_k is E^T, [seq_len, k]).
-Nothing is transposed anywhere else: from_torch reads these tables only.
+Nothing is transposed anywhere else: from_torch reads these tables only. The
+library's file loaders read the same names from their own table (host/layouts.c);
+tests/test_layouts.c checks that the two agree.
 """
 AS_IS, TRANSPOSED = "as is", "transposed"
 

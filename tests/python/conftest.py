@@ -1,7 +1,7 @@
 """Shared pieces of the package's tests: the two CPU runtimes and the fixture files.
 
 Every device test runs on PoCL and on Intel's OpenCL CPU runtime, which the
-ICD loader sees through build/opencl-vendors (tools/setup.sh installs it).
+ICD loader sees through build/opencl-vendors (scripts/setup.sh installs it).
 """
 import os
 

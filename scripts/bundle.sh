@@ -2,9 +2,9 @@
 # Writes a relocatable bundle of a build: a folder to copy to a machine that has
 # an OpenCL driver and nothing else (no compiler, no packages) and run there.
 #
-# usage: tools/bundle.sh OUT [BUILD]      (BUILD: default build/)
+# usage: scripts/bundle.sh OUT [BUILD]      (BUILD: default build/)
 #
-#   bin/linformer        the program (a wrapper: tools/bundle/env.sh says what it sets)
+#   bin/linformer        the program (a wrapper: scripts/bundle/env.sh says what it sets)
 #   lib/                 liblinformer.so and every shared library the program and
 #                        the tests load that is not glibc (found with ldd): the
 #                        OpenCL ICD loader, CLBlast, cJSON, Criterion and its
@@ -21,13 +21,13 @@
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
-    echo "usage: tools/bundle.sh OUT [BUILD]   (BUILD: default build/)" >&2
+    echo "usage: scripts/bundle.sh OUT [BUILD]   (BUILD: default build/)" >&2
     exit 2
 fi
 out=$1
 build=${2:-$root/build}
-[ -x "$build/linformer" ] || { echo "bundle: no program in $build: build first (tools/setup.sh)" >&2; exit 1; }
-command -v patchelf >/dev/null || { echo "bundle: patchelf is missing (tools/install-packages.sh patchelf)" >&2; exit 1; }
+[ -x "$build/linformer" ] || { echo "bundle: no program in $build: build first (scripts/setup.sh)" >&2; exit 1; }
+command -v patchelf >/dev/null || { echo "bundle: patchelf is missing (scripts/install-packages.sh patchelf)" >&2; exit 1; }
 if [ -e "$out" ] && [ ! -f "$out/BUNDLE" ] && [ -n "$(ls -A "$out")" ]; then
     echo "bundle: $out exists and is not a bundle; not overwriting it" >&2
     exit 1
@@ -42,9 +42,9 @@ cp -P "$build"/liblinformer.so* "$out/lib/"
 for t in "$build"/tests/test_*; do
     [ -f "$t" ] && [ -x "$t" ] && cp "$t" "$out/tests/"
 done
-cp "$root/tools/bundle/linformer" "$out/bin/linformer"
-cp "$root/tools/bundle/run-tests.sh" "$out/run-tests.sh"
-cp "$root/tools/bundle/env.sh" "$out/libexec/env.sh"
+cp "$root/scripts/bundle/linformer" "$out/bin/linformer"
+cp "$root/scripts/bundle/run-tests.sh" "$out/run-tests.sh"
+cp "$root/scripts/bundle/env.sh" "$out/libexec/env.sh"
 # The files the tests read, where helpers.h's LINFORMER_TEST_DATA expects them.
 mkdir -p "$out/tests/data" "$out/tests/fuzz"
 cp -R "$root/tests/data/pytorch" "$root/tests/data/models" "$out/tests/data/"
@@ -54,7 +54,7 @@ done
 
 # ---- the libraries they load ----
 # glibc's own libraries are left to the system (see above).
-. "$root/tools/bundle/env.sh"
+. "$root/scripts/bundle/env.sh"
 ldd "$out"/libexec/linformer "$out"/tests/test_* "$out"/lib/liblinformer.so.*.*.* | awk '$2 == "=>" { print $1, $3 }' | sort -u | while read -r soname path; do
     lf_glibc_lib "$soname" && continue
     if [ "$path" = "not" ]; then
@@ -100,5 +100,5 @@ glibc_compat=$(newest GLIBC "$out"/lib/compat/*.so* | sed 's/^GLIBC_//')
     echo "C++ needs: $(tr '\n' ' ' <"$out/lib/compat/needs")"
     echo "libraries: $(cd "$out/lib" && ls -d ./*.so* compat/*.so* | sed 's|^\./||' | tr '\n' ' ')"
 } >"$out/BUNDLE"
-cp "$root/tools/bundle/README.md" "$out/README.md"
+cp "$root/scripts/bundle/README.md" "$out/README.md"
 echo "bundle: $out ($(du -sh "$out" | cut -f1), needs glibc $glibc)" >&2

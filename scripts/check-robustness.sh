@@ -1,5 +1,5 @@
 #!/bin/sh
-# Robustness checks, run by tools/check.sh after the plain test suite:
+# Robustness checks, run by scripts/check.sh after the plain test suite:
 #   1. the whole test suite once under AddressSanitizer + UndefinedBehaviorSanitizer
 #      (build-asan/, -DLINFORMER_SANITIZE=ON), LeakSanitizer included: every
 #      test's process (Criterion workers too) must end without a report. This
@@ -24,8 +24,8 @@ fuzz_dir=${LF_BUILD_FUZZ:-build-fuzz}
 seconds=${LF_FUZZ_SECONDS:-60}
 jobs=$(nproc)
 
-# ---- packages: clang with libFuzzer, beside what tools/setup.sh installs ----
-tools/install-packages.sh clang libclang-rt-14-dev
+# ---- packages: clang with libFuzzer, beside what scripts/setup.sh installs ----
+scripts/install-packages.sh clang libclang-rt-14-dev
 
 supp="$root/tests/lsan.supp"
 fail=0

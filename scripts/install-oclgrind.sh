@@ -6,7 +6,7 @@
 # no .icd of its own. Oclgrind reports itself as a GPU and the default device
 # is the first GPU, so it stays out of build/opencl-vendors/, where it would
 # become the default device of the normal tests; the Oclgrind stage
-# (tools/check-oclgrind.sh) and `--device oclgrind` use this folder:
+# (scripts/check-oclgrind.sh) and `--device oclgrind` use this folder:
 #     OCL_ICD_VENDORS=$PWD/build/opencl-vendors-oclgrind build/linformer devices
 # Safe to run again. LINFORMER_SKIP_OCLGRIND=1 skips it (CI does not).
 set -eu
@@ -17,7 +17,7 @@ if [ "${LINFORMER_SKIP_OCLGRIND:-0}" = 1 ]; then
     rm -rf "$vendors"
     exit 0
 fi
-tools/install-packages.sh oclgrind
+scripts/install-packages.sh oclgrind
 lib=$(dpkg -L oclgrind | grep '/liboclgrind-rt-icd\.so$' | head -n 1)
 [ -n "$lib" ] || { echo "install-oclgrind: the oclgrind package has no liboclgrind-rt-icd.so" >&2; exit 1; }
 rm -rf "$vendors"

@@ -10,7 +10,7 @@ set -eu
 cd "$(dirname "$0")/.."
 PYTRITON_VERSION=0.7.0
 TRITONCLIENT_VERSION=2.73.0
-tools/install-python-test.sh
+scripts/install-python-test.sh
 PY=build/pyenv/bin/python
 $PY -c "from importlib.metadata import version as v
 assert v('nvidia-pytriton') == '$PYTRITON_VERSION' and v('tritonclient') == '$TRITONCLIENT_VERSION'" 2>/dev/null ||

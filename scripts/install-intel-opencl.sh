@@ -29,8 +29,8 @@ if [ "${LINFORMER_SKIP_INTEL:-0}" = 1 ]; then
 fi
 
 if [ "$(cat "$dest/VERSIONS" 2>/dev/null)" != "$stamp" ]; then
-    tools/install-packages.sh unzip
-    python3 -m pip --version >/dev/null 2>&1 || tools/install-packages.sh python3-pip
+    scripts/install-packages.sh unzip
+    python3 -m pip --version >/dev/null 2>&1 || scripts/install-packages.sh python3-pip
     echo "install-intel-opencl: downloading $stamp" >&2
     rm -rf "$dest"
     mkdir -p "$dest/wheels" "$dest/lib"

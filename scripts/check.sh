@@ -1,22 +1,22 @@
 #!/bin/sh
-# The whole test suite: sets up and builds like tools/setup.sh, runs every
+# The whole test suite: sets up and builds like scripts/setup.sh, runs every
 # Criterion test once on each OpenCL platform (PoCL, and Intel's CPU runtime
 # unless LINFORMER_SKIP_INTEL=1: tests/CMakeLists.txt), then the Oclgrind
-# stage (tools/check-oclgrind.sh: the GPU path on a simulated GPU), then
+# stage (scripts/check-oclgrind.sh: the GPU path on a simulated GPU), then
 # builds a program against the installed package and runs the robustness
 # checks (on the default device), the Python package's tests
-# (tools/check-python.sh) and the serving load test (tools/check-serve.sh).
+# (scripts/check-python.sh) and the serving load test (scripts/check-serve.sh).
 set -eu
 cd "$(dirname "$0")/.."
 mkdir -p build
-tools/setup.sh
+scripts/setup.sh
 
 # One test process at a time: each uses every core through the OpenCL device.
 export CRITERION_JOBS=1
 ctest --test-dir build --output-on-failure -LE oclgrind
-tools/check-oclgrind.sh
-tools/check-bundle.sh
+scripts/check-oclgrind.sh
+scripts/check-bundle.sh
 tests/consumer/check.sh
-tools/check-robustness.sh
-tools/check-python.sh
-tools/check-serve.sh
+scripts/check-robustness.sh
+scripts/check-python.sh
+scripts/check-serve.sh

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Checks the relocatable bundle (tools/bundle.sh): builds one from build/,
+# Checks the relocatable bundle (scripts/bundle.sh): builds one from build/,
 # copies it into an empty temporary folder and, from there, with a clean
 # environment (env -i: no PATH, HOME or library path):
 #   1. every library of every executable resolves into the bundle, or to glibc
@@ -12,16 +12,16 @@
 #      CTest), and one showing
 #      that the tests read the bundle's data, not the source tree's.
 #      LF_BUNDLE_TESTS=all runs every test (about 4 minutes here, cold caches).
-# Runs after tools/setup.sh (tools/check.sh calls it after CTest), in about a minute.
+# Runs after scripts/setup.sh (scripts/check.sh calls it after CTest), in about a minute.
 set -eu
 cd "$(dirname "$0")/.."
 root=$(pwd)
 start=$(date +%s)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-. tools/bundle/env.sh
+. scripts/bundle/env.sh
 
-tools/bundle.sh "$work/made" build
+scripts/bundle.sh "$work/made" build
 mkdir "$work/empty" "$work/copy"
 cp -R "$work/made" "$work/copy/bundle"
 rm -rf "$work/made"
@@ -75,10 +75,10 @@ if clean "$b/bin/linformer" run --help 2>&1 | grep -q -- --check; then
         --output "$work/y.safetensors" --check || fail "run --check on the fixture plain failed"
 elif command -v python3 >/dev/null; then
     # until run has --check: its input without the fixture's y, and the comparison here
-    python3 tools/bundle/fixture.py input "$fx.io.safetensors" "$work/x.safetensors"
+    python3 scripts/bundle/fixture.py input "$fx.io.safetensors" "$work/x.safetensors"
     clean "$b/bin/linformer" run --model "$fx.model.safetensors" --input "$work/x.safetensors" \
         --output "$work/y.safetensors" || fail "run on the fixture plain failed"
-    python3 tools/bundle/fixture.py compare "$fx.io.safetensors" "$work/y.safetensors" ||
+    python3 scripts/bundle/fixture.py compare "$fx.io.safetensors" "$work/y.safetensors" ||
         fail "run on the fixture plain does not match its y"
 else
     echo "check-bundle: run on a fixture skipped: no run --check and no python3 to compare" >&2

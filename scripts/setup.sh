@@ -1,15 +1,15 @@
 #!/bin/sh
 # Installs what the build needs (Debian packages, and Intel's OpenCL CPU
 # runtime into build/ as a second OpenCL platform beside PoCL: see
-# tools/install-intel-opencl.sh, LINFORMER_SKIP_INTEL=1 skips it; and the
-# Oclgrind simulator in an ICD folder of its own: tools/install-oclgrind.sh),
+# scripts/install-intel-opencl.sh, LINFORMER_SKIP_INTEL=1 skips it; and the
+# Oclgrind simulator in an ICD folder of its own: scripts/install-oclgrind.sh),
 # then configures and builds into build/. Safe to run again: it installs only
 # what is missing.
 set -eu
 cd "$(dirname "$0")/.."
-tools/install-packages.sh cmake make gcc pkg-config ocl-icd-opencl-dev opencl-headers pocl-opencl-icd \
+scripts/install-packages.sh cmake make gcc pkg-config ocl-icd-opencl-dev opencl-headers pocl-opencl-icd \
     clinfo libclblast-dev libcriterion-dev libcjson-dev liblapacke-dev libopenblas-dev gnuplot-nox patchelf
-tools/install-intel-opencl.sh
-tools/install-oclgrind.sh
+scripts/install-intel-opencl.sh
+scripts/install-oclgrind.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >&2
 cmake --build build -j"$(nproc)" >&2

@@ -3,7 +3,7 @@
 # that sees Debian's PyTorch (python3-torch, so no torch comes from the Python
 # package index) and holds, pinned, ONNX Runtime and OpenVINO (the ONNX peers),
 # safetensors, and lucidrains' linformer (the module every side runs; without
-# its dependencies, which would pull a second torch). Run after tools/setup.sh;
+# its dependencies, which would pull a second torch). Run after scripts/setup.sh;
 # safe to run again. Not part of CI: the comparison is run by hand.
 set -eu
 cd "$(dirname "$0")/.."
@@ -12,7 +12,7 @@ OPENVINO_VERSION=2026.4.1
 SAFETENSORS_VERSION=0.8.0
 LINFORMER_VERSION=0.2.3
 ENV=build/peers-env
-tools/install-packages.sh python3-torch python3-numpy python3-venv python3-pip
+scripts/install-packages.sh python3-torch python3-numpy python3-venv python3-pip
 [ -x "$ENV/bin/python" ] || /usr/bin/python3 -m venv --system-site-packages "$ENV"
 pip="$ENV/bin/python -m pip install -q --disable-pip-version-check"
 $pip "onnxruntime==$ONNXRUNTIME_VERSION" "openvino==$OPENVINO_VERSION" "safetensors==$SAFETENSORS_VERSION" >&2

@@ -1,5 +1,5 @@
-# Sourced by the bundle's scripts (bin/linformer, run-tests.sh, tools/gpu-run.sh)
-# and by tools/bundle.sh: the environment the bundle's programs need on a
+# Sourced by the bundle's scripts (bin/linformer, run-tests.sh, scripts/gpu-run.sh)
+# and by scripts/bundle.sh: the environment the bundle's programs need on a
 # machine that has an OpenCL driver and nothing else. lf_compat_libs and
 # lf_bundle_env need LF_BUNDLE, the bundle's folder.
 #

@@ -1,11 +1,11 @@
 #!/bin/sh
 # The Python package: installs it from this tree into build/pyenv (`pip
-# install .` with the pinned build backend of tools/install-python-test.sh,
+# install .` with the pinned build backend of scripts/install-python-test.sh,
 # no build isolation, so nothing unpinned is fetched), then runs its tests
 # (tests/python) on PoCL and Intel's CPU runtime. Exits with pytest's status.
 set -eu
 cd "$(dirname "$0")/.."
-tools/install-python-test.sh
+scripts/install-python-test.sh
 build/pyenv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation . >&2
 export OCL_ICD_VENDORS="${OCL_ICD_VENDORS:-$PWD/build/opencl-vendors}"
 export POCL_CACHE_DIR="$PWD/build/pocl-cache" LINFORMER_CACHE_DIR="$PWD/build/kernel-cache"

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The GPU run of a bundle (tools/bundle.sh) on a machine that has the GPU's
+# The GPU run of a bundle (scripts/bundle.sh) on a machine that has the GPU's
 # driver and nothing else, each step time-boxed so one hang cannot eat the
 # machine's time, everything logged into OUTDIR:
 #   0. the machine: glibc, the driver (nvidia-smi), the OpenCL .icd files; when
@@ -14,7 +14,7 @@
 #      into DEVICE-tuned.*
 # summary.txt has one line per step; the exit status is non-zero if a step failed.
 #
-# usage: tools/gpu-run.sh BUNDLE OUTDIR
+# usage: scripts/gpu-run.sh BUNDLE OUTDIR
 # Environment (defaults in brackets):
 #   LINFORMER_DEVICE  the device selector [gpu]
 #   LINFORMER_ICD     the driver library, instead of the .icd files or the search
@@ -31,7 +31,7 @@ if [ $# -ne 2 ]; then
     exit 2
 fi
 bundle=$(cd "$1" && pwd)
-[ -x "$bundle/bin/linformer" ] || { echo "gpu-run: $1 is not a bundle (tools/bundle.sh)" >&2; exit 2; }
+[ -x "$bundle/bin/linformer" ] || { echo "gpu-run: $1 is not a bundle (scripts/bundle.sh)" >&2; exit 2; }
 mkdir -p "$2"
 out=$(cd "$2" && pwd)
 . "$bundle/libexec/env.sh" # lf_system_icds, lf_system_lib

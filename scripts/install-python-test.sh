@@ -11,7 +11,7 @@ SAFETENSORS_VERSION=0.8.0
 PYTEST_VERSION=8.3.4
 LINFORMER_VERSION=0.2.3 # lucidrains' package, as tests/data/make_*_fixtures.py used it
 BUILD_BACKEND="scikit-build-core==0.10.7 packaging==24.2 pathspec==0.12.1"
-tools/install-packages.sh python3-torch python3-numpy python3-venv python3-pip
+scripts/install-packages.sh python3-torch python3-numpy python3-venv python3-pip
 [ -x build/pyenv/bin/python ] || /usr/bin/python3 -m venv --system-site-packages build/pyenv
 pip="build/pyenv/bin/python -m pip install -q --disable-pip-version-check"
 build/pyenv/bin/python -c "import safetensors, pytest, scikit_build_core" 2>/dev/null ||

@@ -1,0 +1,66 @@
+/*
+ * kernel_params.h - the kernels' tuning parameters as data: one table whose
+ * rows are keyed by device type and vendor (the first row that matches a
+ * device gives its values, generic rows last), and LINFORMER_KERNEL_PARAMS
+ * to override any of them for development. The values are the sizes wanted:
+ * the device's limits lower them where they are used (lf__attention_tiles in
+ * plan.c for the local memory of a key tile, lf__kernel_sized for work-groups).
+ */
+#ifndef LF_KERNEL_PARAMS_H
+#define LF_KERNEL_PARAMS_H
+
+#include <stddef.h>
+
+#include "linformer.h"
+
+/*
+ * The two variants of the attention kernel (cl/attention.cl). CPU: QB
+ * queries a work-item as the lanes of one vector (a CPU compiler cannot
+ * build such vectors from the work-items of a group: bench/NOTES.md), keys
+ * read from global memory, no local memory and no barriers, the work-items
+ * of a group laid across heads (launch.c). GPU: one query a work-item (QB
+ * 1), key tiles staged in local memory.
+ */
+typedef enum { LF_VARIANT_CPU, LF_VARIANT_GPU } lf_kernel_variant;
+
+/* One device class's parameters; the override's key of each in quotes. */
+typedef struct {
+    lf_kernel_variant variant; /* "variant": cpu or gpu */
+    int tile_keys;             /* "tk": TK, keys of one tile of the attention kernel */
+    int tile_queries;          /* "tq": TQ, work-items of one group of the attention kernel */
+    int query_block;           /* "qb": QB, queries of one work-item: 1 (gpu) or 2, 4, 8, 16 (cpu) */
+    int softmax_group;         /* "softmax_wg": WG of softmax_rows */
+    int layernorm_group;       /* "layernorm_wg": WG of layernorm_rows */
+} lf_kernel_params;
+
+typedef struct {
+    int types;          /* lf_device_type bits the row serves */
+    const char *vendor; /* contained in the device's vendor, case-insensitively; NULL: any vendor */
+    lf_kernel_params params;
+} lf_kernel_params_row;
+
+/* The parameters of the first of `count` rows that serves dev, or NULL. */
+const lf_kernel_params *lf__kernel_params_match(const lf_kernel_params_row *rows, size_t count,
+                                                const lf_device_info *dev);
+
+/*
+ * dev's parameters: its row of the table, then LINFORMER_KERNEL_PARAMS when
+ * set and not empty (lf__kernel_params_parse). A bad override is an
+ * LF_ERR_ARGUMENT whose message names the variable and the key or value.
+ */
+lf_status lf__kernel_params(const lf_device_info *dev, lf_kernel_params *out, char *msg, size_t msg_size);
+
+/*
+ * Applies an override to p: key=value pairs separated by commas, each key
+ * once. variant=cpu|gpu first replaces every value by that variant's generic
+ * row; the other keys then set their own. An empty entry, an unknown key, a
+ * repeated one, a value that is not an integer in its range, or a qb that
+ * does not suit the variant is an LF_ERR_ARGUMENT naming it; p is then
+ * unchanged.
+ */
+lf_status lf__kernel_params_parse(const char *text, lf_kernel_params *p, char *msg, size_t msg_size);
+
+/* p in the override's form ("variant=gpu,tk=32,..."), cut to size. */
+void lf__kernel_params_format(const lf_kernel_params *p, char *out, size_t size);
+
+#endif

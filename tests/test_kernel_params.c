@@ -1,0 +1,235 @@
+/*
+ * test_kernel_params.c - the kernel parameters' table and its override
+ * (host/kernel_params.h): the defaults by device type, the first matching
+ * row, strict parsing with messages that name the key, and overrides that
+ * change what a layer and a model run while their results stay exact.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernel_params.h"
+#include "layer_case.h"
+#include "model.h"
+
+#define TOL 1e-5
+
+static lf_context *ctx;
+static void setup(void)
+{
+    unsetenv("LINFORMER_KERNEL_PARAMS");
+    ctx = lf_test_context();
+}
+static void teardown(void) { lf_context_free(ctx); }
+TestSuite(kernel_params, .init = setup, .fini = teardown, .timeout = 600);
+
+static lf_kernel_params params_of(lf_device_type type, const char *override)
+{
+    lf_device_info dev = {.type = type};
+    snprintf(dev.vendor, sizeof dev.vendor, "Some Vendor");
+    if (override) setenv("LINFORMER_KERNEL_PARAMS", override, 1);
+    lf_kernel_params p;
+    char msg[512] = "";
+    cr_assert_eq(lf__kernel_params(&dev, &p, msg, sizeof msg), LF_OK, "%s: %s", override ? override : "", msg);
+    unsetenv("LINFORMER_KERNEL_PARAMS");
+    return p;
+}
+
+static char *formatted(const lf_kernel_params *p)
+{
+    static char text[256];
+    lf__kernel_params_format(p, text, sizeof text);
+    return text;
+}
+
+Test(kernel_params, defaults_by_device_type)
+{
+    const lf_kernel_params cpu = params_of(LF_DEVICE_CPU, NULL);
+    cr_expect_str_eq(formatted(&cpu), "variant=cpu,tk=32,tq=8,qb=16,softmax_wg=256,layernorm_wg=128");
+    static const lf_device_type others[] = {LF_DEVICE_GPU, LF_DEVICE_ACCELERATOR, LF_DEVICE_OTHER};
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+        const lf_kernel_params p = params_of(others[i], ""); /* empty: no override */
+        cr_expect_str_eq(formatted(&p), "variant=gpu,tk=32,tq=64,qb=1,softmax_wg=256,layernorm_wg=128", "type %d",
+                         others[i]);
+    }
+}
+
+/* A vendor's row above its type's generic row serves that vendor only. */
+Test(kernel_params, first_matching_row_serves_the_device)
+{
+    static const lf_kernel_params_row rows[] = {
+        {LF_DEVICE_CPU, "intel", {.variant = LF_VARIANT_CPU, .tile_keys = 1}},
+        {LF_DEVICE_CPU, NULL, {.variant = LF_VARIANT_CPU, .tile_keys = 2}},
+        {LF_DEVICE_GPU | LF_DEVICE_ACCELERATOR, NULL, {.variant = LF_VARIANT_GPU, .tile_keys = 3}}};
+    static const struct { lf_device_type type; const char *vendor; int want; } cases[] = {
+        {LF_DEVICE_CPU, "Intel(R) Corporation", 1}, {LF_DEVICE_CPU, "The pocl project", 2},
+        {LF_DEVICE_GPU, "Intel(R) Corporation", 3}, {LF_DEVICE_ACCELERATOR, "", 3}, {LF_DEVICE_OTHER, "x", 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lf_device_info dev = {.type = cases[i].type};
+        snprintf(dev.vendor, sizeof dev.vendor, "%s", cases[i].vendor);
+        const lf_kernel_params *p = lf__kernel_params_match(rows, 3, &dev);
+        cr_expect_eq(p ? p->tile_keys : 0, cases[i].want, "type %d vendor \"%s\"", cases[i].type, cases[i].vendor);
+    }
+}
+
+Test(kernel_params, override_sets_the_keys_it_names)
+{
+    static const struct { lf_device_type type; const char *text, *want; } cases[] = {
+        {LF_DEVICE_CPU, "tk=16", "variant=cpu,tk=16,tq=8,qb=16,softmax_wg=256,layernorm_wg=128"},
+        {LF_DEVICE_CPU, "variant=gpu", "variant=gpu,tk=32,tq=64,qb=1,softmax_wg=256,layernorm_wg=128"},
+        {LF_DEVICE_CPU, "tq=32,variant=gpu", "variant=gpu,tk=32,tq=32,qb=1,softmax_wg=256,layernorm_wg=128"},
+        {LF_DEVICE_GPU, "variant=cpu,qb=4,softmax_wg=5,layernorm_wg=3",
+         "variant=cpu,tk=32,tq=8,qb=4,softmax_wg=5,layernorm_wg=3"},
+        {LF_DEVICE_GPU, "variant=gpu,tk=1024,tq=4096,qb=1,softmax_wg=1,layernorm_wg=4096",
+         "variant=gpu,tk=1024,tq=4096,qb=1,softmax_wg=1,layernorm_wg=4096"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const lf_kernel_params p = params_of(cases[i].type, cases[i].text);
+        cr_expect_str_eq(formatted(&p), cases[i].want, "%s", cases[i].text);
+        /* the printed form is an override that gives the same */
+        char again[256];
+        snprintf(again, sizeof again, "%s", formatted(&p));
+        const lf_kernel_params q = params_of(cases[i].type == LF_DEVICE_CPU ? LF_DEVICE_GPU : LF_DEVICE_CPU, again);
+        cr_expect_str_eq(formatted(&q), again);
+    }
+}
+
+Test(kernel_params, bad_overrides_are_refused_by_name)
+{
+    static const char *const cases[][2] = {
+        {"tk=0", "tk must be an integer from 1 to 1024, got \"0\""},
+        {"tk=1025", "tk must be an integer from 1 to 1024, got \"1025\""},
+        {"tq=abc", "tq must be an integer from 1 to 4096, got \"abc\""},
+        {"tq=", "tq must be an integer from 1 to 4096, got \"\""},
+        {"tk=16x", "got \"16x\""}, {"tk=+4", "got \"+4\""}, {"tk= 4", "got \" 4\""}, {"tk=-4", "got \"-4\""},
+        {"softmax_wg=99999999999999999999999999999999999999", "got \"99999999999999999999999999999999999999\""},
+        {"foo=1", "unknown key \"foo\"; the keys are variant, tk, tq, qb, softmax_wg and layernorm_wg"},
+        {"TK=8", "unknown key \"TK\""}, {"variant=GPU", "variant must be cpu or gpu, got \"GPU\""},
+        {"variant=", "variant must be cpu or gpu, got \"\""}, {"tk=8,tk=8", "tk is given twice"},
+        {"tk=8,", "an empty entry"}, {",tk=8", "an empty entry"}, {"tk", "\"tk\" is not key=value"},
+        {"variant=gpu,qb=16", "variant=gpu takes qb=1, got qb=16"},
+        {"variant=cpu,qb=1", "variant=cpu takes qb=2, 4, 8 or 16, got qb=1"},
+        {"qb=3", "variant=cpu takes qb=2, 4, 8 or 16, got qb=3"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const lf_device_info dev = {.type = LF_DEVICE_CPU};
+        setenv("LINFORMER_KERNEL_PARAMS", cases[i][0], 1);
+        lf_kernel_params p = {.tile_keys = -7};
+        char msg[512] = "";
+        cr_expect_eq(lf__kernel_params(&dev, &p, msg, sizeof msg), LF_ERR_ARGUMENT, "%s", cases[i][0]);
+        cr_expect(strncmp(msg, "LINFORMER_KERNEL_PARAMS: ", 25) == 0 && strstr(msg, cases[i][1]),
+                  "%s: message \"%s\"", cases[i][0], msg);
+        lf_kernel_params q = {.tile_keys = -7};
+        cr_expect_eq(lf__kernel_params_parse(cases[i][0], &q, msg, sizeof msg), LF_ERR_ARGUMENT);
+        cr_expect_eq(q.tile_keys, -7, "%s: a refused override changed the parameters", cases[i][0]);
+    }
+    unsetenv("LINFORMER_KERNEL_PARAMS");
+}
+
+/* A bad override stops a layer, a model and the query of the parameters, each with its message. */
+Test(kernel_params, bad_override_stops_layers_and_models)
+{
+    setenv("LINFORMER_KERNEL_PARAMS", "variant=gpu,bogus=1", 1);
+    lf_attention_config cfg;
+    lf_attention_config_init(&cfg, 16, 2, 20, 5);
+    lf_attention *layer = NULL;
+    cr_expect_eq(lf_attention_create(ctx, &cfg, NULL, &layer), LF_ERR_ARGUMENT);
+    cr_expect_null(layer);
+    cr_expect(strstr(lf_context_last_error(ctx), "LINFORMER_KERNEL_PARAMS: unknown key \"bogus\""), "%s",
+              lf_context_last_error(ctx));
+    lf_model_config mc;
+    lf_model_config_init(&mc, LF_MODEL_ENCODER, 1, 16, 32, 0);
+    lf_model *model = NULL;
+    cr_expect_eq(lf_model_create(ctx, &mc, &cfg, &model), LF_ERR_ARGUMENT);
+    cr_expect_null(model);
+    cr_expect(strstr(lf_context_last_error(ctx), "unknown key \"bogus\""), "%s", lf_context_last_error(ctx));
+    char text[128];
+    cr_expect_eq(lf_context_kernel_params(ctx, text, sizeof text), LF_ERR_ARGUMENT);
+    cr_expect(strstr(lf_context_last_error(ctx), "bogus"), "%s", lf_context_last_error(ctx));
+    unsetenv("LINFORMER_KERNEL_PARAMS");
+    cr_expect_eq(lf_context_kernel_params(ctx, text, 0), LF_ERR_ARGUMENT);
+    cr_expect_eq(lf_context_kernel_params(ctx, text, sizeof text), LF_OK, "%s", lf_context_last_error(ctx));
+    cr_expect(strncmp(text, "variant=", 8) == 0, "%s", text);
+}
+
+/* The device's local memory lowers TK; the variant and QB are as asked. */
+Test(kernel_params, device_limits_lower_the_tiles)
+{
+    const lf_device_info dev = {.type = LF_DEVICE_GPU, .local_mem_bytes = 32768};
+    const lf_kernel_params kp = {.variant = LF_VARIANT_GPU, .tile_keys = 1024, .tile_queries = 100, .query_block = 1};
+    const lf_attention_tiles t = lf__attention_tiles(&kp, 64, &dev);
+    cr_expect_eq(t.tile_keys, 32, "TK %d: 2 TK 64 floats must keep within 16 KiB", t.tile_keys);
+    cr_expect_eq(t.tile_queries, 100);
+    cr_expect_eq(t.query_block, 1);
+}
+
+/* Either variant, with odd tiles and groups, on this device: the plan takes
+ * them and the layer's output stays exact. */
+Test(kernel_params, override_changes_what_a_layer_runs)
+{
+    static const struct { const char *text; int tk, qb; size_t tq, softmax; } cases[] = {
+        {"variant=cpu,tk=5,tq=3,qb=4,softmax_wg=7", 5, 4, 3, 7}, {"variant=gpu,tk=7,tq=5,softmax_wg=3", 7, 1, 5, 3}};
+    lf_device_info info;
+    cr_assert_eq(lf_context_device_info(ctx, &info), LF_OK);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int path = LF_PATH_FUSED; path <= LF_PATH_GEMM; path++) {
+            setenv("LINFORMER_KERNEL_PARAMS", cases[i].text, 1);
+            lf_case c = {.batch = 2, .n = 13, .lengths = (const int32_t[]){13, 6}};
+            lf_attention_config_init(&c.cfg, 24, 3, 20, 5);
+            c.cfg.path = (lf_path)path;
+            lf_plan plan;
+            char msg[512] = "";
+            cr_assert_eq(lf__plan_resolve(&c.cfg, &info, false, &plan, msg, sizeof msg), LF_OK, "%s", msg);
+            cr_expect(plan.tile_keys == cases[i].tk && plan.query_block == cases[i].qb &&
+                          plan.tile_queries == cases[i].tq && plan.softmax_group == cases[i].softmax,
+                      "%s: the plan took TK %d, QB %d, TQ %zu, WG %zu", cases[i].text, plan.tile_keys,
+                      plan.query_block, plan.tile_queries, plan.softmax_group);
+            const double e = lf_case_run(ctx, &c);
+            cr_expect_leq(e, TOL, "%s, path %d: relative error %.3g", cases[i].text, path, e);
+        }
+    unsetenv("LINFORMER_KERNEL_PARAMS");
+}
+
+/* A model takes the override too: its LayerNorm's group and its layers' tiles. */
+Test(kernel_params, override_reaches_a_model)
+{
+    setenv("LINFORMER_KERNEL_PARAMS", "variant=gpu,tk=6,layernorm_wg=3", 1);
+    lf_attention_config cfg;
+    lf_attention_config_init(&cfg, 16, 2, 20, 5);
+    lf_model_config mc;
+    lf_model_config_init(&mc, LF_MODEL_ENCODER, 2, 16, 32, 0);
+    const lf_attention_config layers[2] = {cfg, cfg};
+    lf_model *model = NULL;
+    cr_assert_eq(lf_model_create(ctx, &mc, layers, &model), LF_OK, "%s", lf_context_last_error(ctx));
+    cr_expect_eq(model->layernorm_group, 3);
+    for (int i = 0; i < 2; i++)
+        cr_expect(model->layer[i].plan.tile_keys == 6 && model->layer[i].plan.query_block == 1,
+                  "layer %d: TK %d, QB %d", i, model->layer[i].plan.tile_keys, model->layer[i].plan.query_block);
+    lf_model_free(model);
+    unsetenv("LINFORMER_KERNEL_PARAMS");
+}
+
+/* `run --profile` prints the parameters a model ran with; under an override
+ * of every key the output still matches PyTorch's (--check). */
+Test(kernel_params, run_profile_prints_the_parameters)
+{
+    static const char *const overrides[] = {"variant=cpu,tk=5,tq=3,qb=8,softmax_wg=7,layernorm_wg=3",
+                                            "variant=gpu,tk=7,tq=5,qb=1,softmax_wg=3,layernorm_wg=5"};
+    for (size_t i = 0; i < 2; i++) {
+        char cmd[1024], log[8192];
+        snprintf(cmd, sizeof cmd, "LINFORMER_KERNEL_PARAMS=%s %s run --model %s/tests/data/models/encoder_short.model"
+                                  ".safetensors --input %s/tests/data/models/encoder_short.io.safetensors --check "
+                                  "--profile", overrides[i], LF_TOOL_PATH, LF_SOURCE_DIR, LF_SOURCE_DIR);
+        const int rc = lf_test_system(cmd, log, sizeof log);
+        cr_expect_eq(rc, 0, "%s: exit %d:\n%s", overrides[i], rc, log);
+        char line[256];
+        snprintf(line, sizeof line, "\nkernel parameters: %s\n", overrides[i]);
+        cr_expect(strstr(log, line), "%s: no line \"%s\" in:\n%s", overrides[i], line + 1, log);
+    }
+    char cmd[1024], log[8192];
+    snprintf(cmd, sizeof cmd, "LINFORMER_KERNEL_PARAMS=tk=0 %s run --model %s/tests/data/models/encoder_short.model"
+                              ".safetensors --input %s/tests/data/models/encoder_short.io.safetensors --check",
+             LF_TOOL_PATH, LF_SOURCE_DIR, LF_SOURCE_DIR);
+    const int rc = lf_test_system(cmd, log, sizeof log);
+    cr_expect(rc != 0 && strstr(log, "LINFORMER_KERNEL_PARAMS: tk must be an integer from 1 to 1024, got \"0\""),
+              "a bad override: exit %d:\n%s", rc, log);
+}
