@@ -5,7 +5,16 @@
  * stride ld). With GLU the row holds two halves [a | g] of `cols` columns each
  * and the first half becomes act(a + bias[c]) * (g + bias[cols + c]): the
  * gated feed-forward, whose second GEMM then reads the first half (ld stays).
- * Global: (cols, rows).
+ *
+ * A work-item takes RUN vectors of VW contiguous columns of one row. GPU
+ * variant: VW 1, RUN 1, a column a work-item. CPU variant: a run of float16s,
+ * so that the work is in vectors whatever the runtime's vectoriser does (in
+ * work-groups of one: see lf__elementwise_tiles). Global: (ceil(cols / (VW
+ * RUN)) rounded up to the group, rows).
+ *
+ * copy_floats, dst = src over `count` floats in the same runs of vectors with
+ * no arithmetic, is the device's copy bandwidth that these kernels are held
+ * to (lf_copy_rate).
  */
 
 #ifndef ACT
@@ -13,6 +22,40 @@
 #endif
 #ifndef GLU
 #define GLU 0
+#endif
+#ifndef VW
+#define VW 1 /* floats of one vector: 1, 2, 4, 8 or 16 */
+#endif
+#ifndef RUN
+#define RUN 1 /* vectors of one work-item */
+#endif
+
+#if VW > 1
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
+typedef CAT(float, VW) vec;
+/* Columns c .. c + VW - 1 of a row of `cols`; those past cols read as 0 and are not written. */
+vec load_cols(const global float *p, int c, int cols)
+{
+    if (c + VW <= cols) return CAT(vload, VW)(0, p + c);
+    float part[VW];
+    for (int i = 0; i < VW; i++) part[i] = c + i < cols ? p[c + i] : 0.0f;
+    return CAT(vload, VW)(0, part);
+}
+void store_cols(vec v, global float *p, int c, int cols)
+{
+    if (c + VW <= cols) {
+        CAT(vstore, VW)(v, 0, p + c);
+        return;
+    }
+    float part[VW];
+    CAT(vstore, VW)(v, 0, part);
+    for (int i = 0; c + i < cols; i++) p[c + i] = part[i];
+}
+#else
+typedef float vec;
+vec load_cols(const global float *p, int c, int cols) { return p[c]; }
+void store_cols(vec v, global float *p, int c, int cols) { p[c] = v; }
 #endif
 
 /* erfc(x) for x >= 0 as t exp(P(t) - x^2), t = 1 / (1 + x / 2), with P the
@@ -25,26 +68,26 @@
 constant float erfc_fit[10] = {-1.26551223f, 1.00002368f, 0.37409196f, 0.09678418f, -0.18628806f,
                                 0.27886807f,  -1.13520398f, 1.48851587f, -0.82215223f, 0.17087277f};
 
-float erfc_nonneg(float x)
+vec erfc_nonneg(vec x)
 {
-    const float c = fmin(x, 10.0f), t = 1.0f / (1.0f + 0.5f * c);
-    float p = erfc_fit[9];
+    const vec c = fmin(x, 10.0f), t = 1.0f / (1.0f + 0.5f * c);
+    vec p = erfc_fit[9];
 #pragma unroll
     for (int i = 8; i >= 0; i--) p = erfc_fit[i] + t * p; /* Horner */
-    return x < 10.0f ? t * exp(p - c * c) : 0.0f;
+    return select((vec)0.0f, t * exp(p - c * c), x < 10.0f);
 }
 
 /* GELU's 1 + erf(z) and 1 + tanh(z) lose every digit for z well below 0,
  * where the result is tiny: erfc(-z) and 2 / (1 + exp(-2 z)) keep them. */
-float activate(float v)
+vec activate(vec v)
 {
 #if ACT == 1
-    const float z = v * 0.70710678118654752f, e = erfc_nonneg(fabs(z));
-    return 0.5f * v * (z <= 0.0f ? e : 2.0f - e); /* erfc(-z) */
+    const vec z = v * 0.70710678118654752f, e = erfc_nonneg(fabs(z));
+    return 0.5f * v * select(2.0f - e, e, z <= 0.0f); /* erfc(-z) */
 #elif ACT == 2
     return v / (1.0f + exp(-2.0f * 0.79788456080286536f * (v + 0.044715f * v * v * v)));
 #elif ACT == 3
-    return v < 0.0f ? 0.0f : v; /* NaN stays NaN, as in PyTorch */
+    return select(v, (vec)0.0f, v < 0.0f); /* NaN stays NaN, as in PyTorch */
 #else
     return v;
 #endif
@@ -52,13 +95,21 @@ float activate(float v)
 
 kernel void bias_act(global float *y, int ld, int cols, global const float *bias, int has_bias)
 {
-    const int c = get_global_id(0);
-    if (c >= cols) return;
     global float *p = y + (ulong)get_global_id(1) * ld;
-    const float a = p[c] + (has_bias ? bias[c] : 0.0f);
+    const int first = get_global_id(0) * (VW * RUN);
+    for (int c = first; c < min(first + VW * RUN, cols); c += VW) {
+        const vec a = load_cols(p, c, cols) + (has_bias ? load_cols(bias, c, cols) : (vec)0.0f);
 #if GLU
-    p[c] = activate(a) * (p[cols + c] + (has_bias ? bias[cols + c] : 0.0f));
+        const vec g = load_cols(p + cols, c, cols) + (has_bias ? load_cols(bias + cols, c, cols) : (vec)0.0f);
+        store_cols(activate(a) * g, p, c, cols);
 #else
-    p[c] = activate(a);
+        store_cols(activate(a), p, c, cols);
 #endif
+    }
+}
+
+kernel void copy_floats(global const float *src, global float *dst, int count)
+{
+    const int first = get_global_id(0) * (VW * RUN);
+    for (int c = first; c < min(first + VW * RUN, count); c += VW) store_cols(load_cols(src, c, count), dst, c, count);
 }

@@ -2,16 +2,68 @@
  * layernorm.cl - LayerNorm over rows of width d, with the residual add fused in.
  *
  * s = x + r (r only when has_r), then out = (s - mean(s)) / sqrt(var(s) + eps)
- * * gamma + beta, one work-group per row. write_sum also stores s into x: the
- * pre-norm residual stream keeps the sum and the next stage reads its norm.
- * out may be x itself (post-norm, in place) when write_sum is 0: each element
- * is read and written by the same work-item after both reductions.
- * Global: (WG, rows), local (WG, 1).
+ * * gamma + beta. write_sum also stores s into x: the pre-norm residual stream
+ * keeps the sum and the next stage reads its norm. out may be x itself
+ * (post-norm, in place) when write_sum is 0: each element is read and written
+ * by the same work-item after both reductions.
+ *
+ * A row is read as float4 vectors (vload4: any d, any row start) and its last
+ * d % 4 floats one by one. Two kernels share the row helpers below:
+ *   layernorm_rows (GPU variant): a work-group of WG per row, vectors strided
+ *     by WG, sums through local memory. Global (WG, rows), local (WG, 1).
+ *   layernorm_rows_cpu (CPU variant): a work-item per row, the row's three
+ *     passes from cache, no barriers. Global (rows rounded up to the group),
+ *     any local size (the launcher's: lf__elementwise_tiles).
+ * Both take the same arguments; rows bounds the CPU variant's work-items (the
+ * GPU variant's global size is exact: a return before its barriers would
+ * leave the group's others waiting on some runtimes).
  */
 
 #ifndef WG
-#define WG 128 /* work-items per row, a power of two: WG floats of local memory */
+#define WG 128 /* GPU variant: work-items per row, a power of two: WG floats of local memory */
 #endif
+
+/* The row's element sums s = x + r, four of them from vector c. */
+float4 sum4(const global float *x, const global float *r, int has_r, int c)
+{
+    return vload4(c, x) + (has_r ? vload4(c, r) : (float4)0.0f);
+}
+
+float sum1(const global float *x, const global float *r, int has_r, int c) { return x[c] + (has_r ? r[c] : 0.0f); }
+
+/* This work-item's share of the sum of (s - shift)^power (power 1 or 2) over
+ * the row: vectors first, first+step, ...; the scalar tail when first is 0. */
+float row_part(const global float *x, const global float *r, int has_r, int d, int first, int step, float shift,
+               int power)
+{
+    float4 acc = 0.0f;
+    for (int c = first; c < d / 4; c += step) {
+        const float4 v = sum4(x, r, has_r, c) - shift;
+        acc += power == 2 ? v * v : v;
+    }
+    float tail = 0.0f;
+    for (int c = d / 4 * 4; first == 0 && c < d; c++) {
+        const float v = sum1(x, r, has_r, c) - shift;
+        tail += power == 2 ? v * v : v;
+    }
+    return dot(acc, (float4)1.0f) + tail;
+}
+
+/* Writes this work-item's share of the normalised row (and of the sum). */
+void row_write(global float *x, const global float *r, global float *out, global const float *gamma,
+               global const float *beta, int has_r, int write_sum, int d, int first, int step, float mean, float rstd)
+{
+    for (int c = first; c < d / 4; c += step) {
+        const float4 s = sum4(x, r, has_r, c);
+        if (write_sum) vstore4(s, c, x);
+        vstore4((s - mean) * rstd * vload4(c, gamma) + vload4(c, beta), c, out);
+    }
+    for (int c = d / 4 * 4; first == 0 && c < d; c++) {
+        const float s = sum1(x, r, has_r, c);
+        if (write_sum) x[c] = s;
+        out[c] = (s - mean) * rstd * gamma[c] + beta[c];
+    }
+}
 
 /* Sum of v over the work-group; every work-item gets it. */
 float group_sum(local float *red, float v)
@@ -29,23 +81,25 @@ float group_sum(local float *red, float v)
 }
 
 kernel void layernorm_rows(global float *x, global const float *r, global float *out, global const float *gamma,
-                           global const float *beta, int d, float eps, int has_r, int write_sum)
+                           global const float *beta, int d, float eps, int has_r, int write_sum, int rows)
 {
     local float red[WG];
     const int lid = get_local_id(0);
     const ulong row = get_global_id(1) * (ulong)d;
-    float acc = 0.0f;
-    for (int c = lid; c < d; c += WG) acc += x[row + c] + (has_r ? r[row + c] : 0.0f);
-    const float mean = group_sum(red, acc) / d;
-    acc = 0.0f;
-    for (int c = lid; c < d; c += WG) {
-        const float v = x[row + c] + (has_r ? r[row + c] : 0.0f) - mean;
-        acc += v * v;
-    }
-    const float rstd = rsqrt(group_sum(red, acc) / d + eps);
-    for (int c = lid; c < d; c += WG) {
-        const float s = x[row + c] + (has_r ? r[row + c] : 0.0f);
-        if (write_sum) x[row + c] = s;
-        out[row + c] = (s - mean) * rstd * gamma[c] + beta[c];
-    }
+    global float *xr = x + row, *orow = out + row;
+    global const float *rr = r + row;
+    const float mean = group_sum(red, row_part(xr, rr, has_r, d, lid, WG, 0.0f, 1)) / d;
+    const float rstd = rsqrt(group_sum(red, row_part(xr, rr, has_r, d, lid, WG, mean, 2)) / d + eps);
+    row_write(xr, rr, orow, gamma, beta, has_r, write_sum, d, lid, WG, mean, rstd);
+}
+
+kernel void layernorm_rows_cpu(global float *x, global const float *r, global float *out, global const float *gamma,
+                               global const float *beta, int d, float eps, int has_r, int write_sum, int rows)
+{
+    if (get_global_id(0) >= rows) return;
+    const ulong row = get_global_id(0) * (ulong)d;
+    x += row, r += row, out += row;
+    const float mean = row_part(x, r, has_r, d, 0, 1, 0.0f, 1) / d;
+    const float rstd = rsqrt(row_part(x, r, has_r, d, 0, 1, mean, 2) / d + eps);
+    row_write(x, r, out, gamma, beta, has_r, write_sum, d, 0, 1, mean, rstd);
 }

@@ -88,7 +88,8 @@ typedef struct {
     int d, rows;
     float eps;
     bool has_r, write_sum;
-    size_t group; /* WG wanted; the device may allow fewer */
+    size_t group; /* the GPU variant's WG wanted (the device may allow fewer); the CPU
+                   * variant takes a row a work-item */
 } lf_layernorm_args;
 lf_status lf__launch_layernorm(lf_context *ctx, const lf_layernorm_args *a, lf_timeline *t);
 
@@ -103,6 +104,14 @@ typedef struct {
     lf_activation act; /* its value is the kernel's ACT; 0 = none */
 } lf_bias_act_args;
 lf_status lf__launch_bias_act(lf_context *ctx, const lf_bias_act_args *a, lf_timeline *t);
+
+/* cl/activation.cl's copy_floats: dst = src over `count` floats, at most
+ * INT_MAX (the copy bandwidth's kernel). */
+typedef struct {
+    cl_mem src, dst;
+    size_t count;
+} lf_copy_args;
+lf_status lf__launch_copy(lf_context *ctx, const lf_copy_args *a, lf_timeline *t);
 
 /* cl/embedding.cl: out [batch, n, d] = scale tok[tokens] + pos[i + pos_offset]
  * below each length, 0 past it. tokens: i64 [batch, n], ids already checked. */

@@ -279,6 +279,18 @@ LF_API const char *lf_context_gemm_backend(const lf_context *ctx); /* "clblast",
 LF_API lf_status lf_gemm_rate(lf_context *ctx, size_t m, size_t n, size_t k, double *gflops);
 
 /*
+ * The context's copy bandwidth, the yardstick for the elementwise kernels
+ * (LayerNorm, bias + activation): the median GB/s (8 bytes a float: one read,
+ * one write) of five copies of `floats` floats between two device buffers
+ * through the library's copy kernel, shaped as those kernels are, after one
+ * warm-up, timed with profiling events (a queue without profiling gives
+ * LF_ERR_UNSUPPORTED). The last copy is checked against its source: a wrong
+ * copy is an LF_ERR_OPENCL; floats is 1 to INT_MAX. Allocates and frees its
+ * own buffers.
+ */
+LF_API lf_status lf_copy_rate(lf_context *ctx, size_t floats, double *gbps);
+
+/*
  * Searches CLBlast's GEMM kernel parameters (Xgemm, XgemmDirect and the size
  * from which the tiled kernel replaces the direct one) for the context's
  * device for about `seconds`, timing random valid sets on GEMM shapes like the

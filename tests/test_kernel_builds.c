@@ -40,6 +40,7 @@ Test(kernel_builds, no_build_log_has_a_warning)
             }
     build("softmax.cl", "softmax_rows", " -DWG=256");
     build("layernorm.cl", "layernorm_rows", " -DWG=128");
+    build("layernorm.cl", "layernorm_rows_cpu", "");
     build("elementwise.cl", "bias_rows", "");
     build("embedding.cl", "embed_tokens", "");
     for (int max = 0; max <= 1; max++) {
@@ -47,10 +48,12 @@ Test(kernel_builds, no_build_log_has_a_warning)
         build("seq_project.cl", "seq_project_window", opts);
     }
     for (int act = 0; act <= 3; act++)
-        for (int glu = 0; glu <= 1; glu++) {
-            snprintf(opts, sizeof opts, "-DACT=%d -DGLU=%d", act, glu);
-            build("activation.cl", "bias_act", opts);
-        }
+        for (int glu = 0; glu <= 1; glu++)
+            for (int vw = 1; vw <= 16; vw += 15) { /* the GPU and the CPU variant */
+                snprintf(opts, sizeof opts, "-DACT=%d -DGLU=%d -DVW=%d -DRUN=%d", act, glu, vw, vw > 1 ? 4 : 1);
+                build("activation.cl", "bias_act", opts);
+                if (act == 0 && !glu) build("activation.cl", "copy_floats", opts); /* lf_copy_rate's program */
+            }
     cr_expect_eq(lf__programs_check_logs(ctx), LF_OK, "%s", lf_context_last_error(ctx));
 }
 

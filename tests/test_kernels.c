@@ -38,12 +38,54 @@ Test(kernels, each_file_compiles_with_its_defaults)
                                            {"attention.cl", "attention_tiled", "-DQB=16"},
                                            {"softmax.cl", "softmax_rows", ""},
                                            {"seq_project.cl", "seq_project_window", ""},
-                                           {"elementwise.cl", "bias_rows", ""}};
+                                           {"elementwise.cl", "bias_rows", ""},
+                                           {"activation.cl", "copy_floats", ""},
+                                           {"activation.cl", "copy_floats", "-DVW=16 -DRUN=4"}};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         cl_kernel k = NULL;
         cr_expect_eq(lf__kernel(ctx, files[i][0], files[i][2], files[i][1], &k), LF_OK, "%s %s: %s", files[i][0],
                      files[i][2], lf_context_last_error(ctx));
     }
+}
+
+/* ---- copy_floats, and the copy bandwidth built on it ---- */
+
+/* Both variants, forced in turn, copy every float of counts around their
+ * vector and run sizes, and nothing past them. */
+Test(kernels, copy_grid)
+{
+    static const char *const variants[] = {"variant=cpu", "variant=gpu"};
+    static const size_t counts[] = {1, 15, 16, 17, 63, 64, 65, 1000, 4099};
+    uint64_t rng = lf_test_seed();
+    for (size_t v = 0; v < 2; v++) {
+        cr_assert_eq(setenv("LINFORMER_KERNEL_PARAMS", variants[v], 1), 0);
+        for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+            const size_t n = counts[i];
+            float *src = lf_test_random(n, &rng, -1.0f, 1.0f), *got = malloc((n + 1) * sizeof *got);
+            lf_test_poison(got, n + 1);
+            const float past = got[n];
+            cl_mem sb = lf_test_upload(ctx, src, n * sizeof *src), db = lf_test_upload(ctx, got, (n + 1) * sizeof *got);
+            const lf_copy_args a = {.src = sb, .dst = db, .count = n};
+            cr_assert_eq(lf__launch_copy(ctx, &a, NULL), LF_OK, "%s", lf_context_last_error(ctx));
+            lf_test_download(ctx, db, got, n + 1);
+            cr_expect_eq(memcmp(got, src, n * sizeof *src), 0, "copy of %zu floats, variant %s", n, variants[v]);
+            cr_expect_eq(memcmp(&got[n], &past, sizeof past), 0, "copy of %zu floats wrote past them", n);
+            lf__release(&sb), lf__release(&db);
+            free(src), free(got);
+        }
+    }
+}
+
+Test(kernels, copy_rate)
+{
+    double gbps = 0;
+    cr_expect_eq(lf_copy_rate(ctx, 100003, &gbps), LF_OK, "%s", lf_context_last_error(ctx));
+    cr_expect_gt(gbps, 0.0);
+    cr_expect_eq(lf_copy_rate(ctx, 0, &gbps), LF_ERR_ARGUMENT);
+    cr_expect(strstr(lf_context_last_error(ctx), "floats") != NULL, "%s", lf_context_last_error(ctx));
+    cr_expect_eq(lf_copy_rate(ctx, 4, NULL), LF_ERR_ARGUMENT);
+    cr_expect(strstr(lf_context_last_error(ctx), "gbps") != NULL, "%s", lf_context_last_error(ctx));
+    cr_expect_eq(lf_copy_rate(NULL, 4, &gbps), LF_ERR_ARGUMENT);
 }
 
 /* ---- softmax_rows ---- */

@@ -21,6 +21,12 @@ static void setup(void) { ctx = lf_test_context(); }
 static void teardown(void) { lf_context_free(ctx); }
 TestSuite(model_kernels, .init = setup, .fini = teardown, .timeout = 600);
 
+/* The elementwise kernels' two variants, forced in turn on every device
+ * (LINFORMER_KERNEL_PARAMS). */
+static const char *const variants[] = {"variant=cpu", "variant=gpu"};
+#define VARIANTS (sizeof variants / sizeof variants[0])
+static void use_variant(size_t v) { cr_assert_eq(setenv("LINFORMER_KERNEL_PARAMS", variants[v], 1), 0); }
+
 static float *poisoned(size_t count)
 {
     float *x = malloc(count * sizeof *x);
@@ -31,7 +37,8 @@ static float *poisoned(size_t count)
 Test(model_kernels, each_file_compiles_with_its_defaults)
 {
     static const char *const files[][2] = {
-        {"layernorm.cl", "layernorm_rows"}, {"activation.cl", "bias_act"}, {"embedding.cl", "embed_tokens"}};
+        {"layernorm.cl", "layernorm_rows"}, {"layernorm.cl", "layernorm_rows_cpu"},
+        {"activation.cl", "bias_act"},      {"embedding.cl", "embed_tokens"}};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         cl_kernel k = NULL;
         cr_expect_eq(lf__kernel(ctx, files[i][0], "", files[i][1], &k), LF_OK, "%s: %s", files[i][0],
@@ -65,8 +72,9 @@ static void layernorm_run(const ln_case *t, uint64_t *rng)
     for (size_t i = 0; i < count; i++) s[i] = (double)x[i] + (t->has_r ? r[i] : 0.0);
     for (int row = 0; row < t->rows; row++)
         lf_ref_layernorm(s + (size_t)row * t->d, t->d, 1e-5, g, b, ref + (size_t)row * t->d);
-    cr_expect_leq(lf_test_rel_err(out, ref, count), TOL, "layernorm rows %d d %d r %d sum %d in place %d group %zu",
-                  t->rows, t->d, t->has_r, t->write_sum, t->in_place, t->group);
+    cr_expect_leq(lf_test_rel_err(out, ref, count), TOL,
+                  "layernorm rows %d d %d r %d sum %d in place %d group %zu, variant %s", t->rows, t->d, t->has_r,
+                  t->write_sum, t->in_place, t->group, getenv("LINFORMER_KERNEL_PARAMS"));
     if (!t->in_place) /* x holds the sum, or is untouched */
         for (size_t i = 0; i < count; i++) s[i] = t->write_sum ? s[i] : x[i];
     if (!t->in_place) cr_expect_leq(lf_test_rel_err(sum, s, count), 1e-7, "layernorm: x after the call");
@@ -78,14 +86,17 @@ static void layernorm_run(const ln_case *t, uint64_t *rng)
 Test(model_kernels, layernorm_grid)
 {
     uint64_t rng = lf_test_seed();
-    static const int shapes[][2] = {{1, 1}, {3, 7}, {5, 33}, {4, 173}, {2, 600}};
-    static const size_t groups[] = {1, 8, 128};
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-        for (size_t gi = 0; gi < sizeof groups / sizeof groups[0]; gi++)
-            for (int v = 0; v < 4; v++) {
-                const ln_case t = {shapes[i][0], shapes[i][1], v >= 1, v == 2, v == 3, groups[gi]};
-                layernorm_run(&t, &rng);
-            }
+    static const int shapes[][2] = {{1, 1}, {3, 7}, {5, 33}, {4, 173}, {2, 600}, {70, 9}};
+    static const size_t groups[] = {1, 8, 128}; /* the GPU variant's; the CPU variant takes a row a work-item */
+    for (size_t var = 0; var < VARIANTS; var++) {
+        use_variant(var);
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+            for (size_t gi = 0; gi < sizeof groups / sizeof groups[0]; gi++)
+                for (int v = 0; v < 4; v++) {
+                    const ln_case t = {shapes[i][0], shapes[i][1], v >= 1, v == 2, v == 3, groups[gi]};
+                    layernorm_run(&t, &rng);
+                }
+    }
 }
 
 /* ---- bias_act: bias + activation, and the gated form ---- */
@@ -117,8 +128,9 @@ static void bias_act_run(const act_case *t, uint64_t *rng)
             }
             ref[(size_t)r * t->ld + c] = v;
         }
-    cr_expect_leq(lf_test_rel_err(out, ref, count), TOL, "bias_act rows %d cols %d ld %d bias %d glu %d act %d",
-                  t->rows, t->cols, t->ld, t->has_bias, t->glu, t->act);
+    cr_expect_leq(lf_test_rel_err(out, ref, count), TOL,
+                  "bias_act rows %d cols %d ld %d bias %d glu %d act %d, variant %s", t->rows, t->cols, t->ld,
+                  t->has_bias, t->glu, t->act, getenv("LINFORMER_KERNEL_PARAMS"));
     lf__release(&yb), lf__release(&bb);
     free(y), free(bias), free(out), free(ref);
 }
@@ -126,15 +138,19 @@ static void bias_act_run(const act_case *t, uint64_t *rng)
 Test(model_kernels, bias_act_grid)
 {
     uint64_t rng = lf_test_seed();
-    static const int shapes[][2] = {{1, 1}, {7, 5}, {13, 31}, {3, 130}}; /* rows, cols */
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-        for (int act = 0; act <= LF_ACT_RELU; act++)
-            for (int v = 0; v < 4; v++) {
-                const int cols = shapes[i][1], glu = v & 1;
-                const act_case t = {shapes[i][0], cols, cols * (glu ? 2 : 1) + (v & 2 ? 3 : 0), v != 2, glu,
-                                    (lf_activation)act};
-                bias_act_run(&t, &rng);
-            }
+    /* rows, cols: the CPU variant's runs of 64 columns end in a partial vector (130) or a partial run (150) */
+    static const int shapes[][2] = {{1, 1}, {7, 5}, {13, 31}, {3, 130}, {2, 150}};
+    for (size_t var = 0; var < VARIANTS; var++) {
+        use_variant(var);
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+            for (int act = 0; act <= LF_ACT_RELU; act++)
+                for (int v = 0; v < 4; v++) {
+                    const int cols = shapes[i][1], glu = v & 1;
+                    const act_case t = {shapes[i][0], cols, cols * (glu ? 2 : 1) + (v & 2 ? 3 : 0), v != 2, glu,
+                                        (lf_activation)act};
+                    bias_act_run(&t, &rng);
+                }
+    }
 }
 
 /* How far a float GELU may be from the double one at v, relatively: a few
@@ -152,7 +168,7 @@ static double gelu_tolerance(double v, lf_activation act)
  * below 0 (results down to 1e-30, where PyTorch's own float GELU gives 0),
  * around 0 and large positive inputs, each within gelu_tolerance of the
  * double reference. Infinities and NaN come out as in PyTorch. */
-Test(model_kernels, gelu_keeps_its_digits_everywhere)
+static void gelu_digits(void)
 {
     enum { COUNT = 4001 };
     static float y[COUNT], out[COUNT];
@@ -171,8 +187,8 @@ Test(model_kernels, gelu_keeps_its_digits_everywhere)
             const double e = fabs(out[i] - want) / fabs(want) / gelu_tolerance(y[i], (lf_activation)act);
             if (e > worst) worst = e, at = y[i];
         }
-        cr_expect_leq(worst, 1.0, "act %d: error %.3g times the tolerance at %g (tolerance %.3g)", act, worst, at,
-                      gelu_tolerance(at, (lf_activation)act));
+        cr_expect_leq(worst, 1.0, "act %d, variant %s: error %.3g times the tolerance at %g (tolerance %.3g)", act,
+                      getenv("LINFORMER_KERNEL_PARAMS"), worst, at, gelu_tolerance(at, (lf_activation)act));
     }
     static const float special[4] = {INFINITY, -INFINITY, NAN, 0.0f};
     float got[4];
@@ -185,6 +201,14 @@ Test(model_kernels, gelu_keeps_its_digits_everywhere)
     cr_expect(isnan(got[1]), "gelu(-inf) = %g: -inf times erfc(inf) = 0", got[1]);
     cr_expect(isnan(got[2]), "gelu(nan) = %g", got[2]);
     cr_expect_eq(got[3], 0.0f, "gelu(0) = %g", got[3]);
+}
+
+Test(model_kernels, gelu_keeps_its_digits_everywhere)
+{
+    for (size_t var = 0; var < VARIANTS; var++) {
+        use_variant(var);
+        gelu_digits();
+    }
 }
 
 /* ---- embed_tokens ---- */

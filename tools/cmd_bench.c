@@ -107,16 +107,26 @@ static int write_outputs(const bench_options *o, bench_files *f, const bench_dev
     return rc;
 }
 
-/* The yardstick: what the device's GEMM reaches, beside which the modes' GFLOP/s read. */
-static void print_gemm_rates(const bench_device *devs, size_t ndev)
+/* The yardsticks: what the device's GEMM reaches, beside which the modes'
+ * GFLOP/s read, and its copy bandwidth, beside which the elementwise kernels'
+ * time reads (`run --profile`). */
+static void print_yardsticks(const bench_device *devs, size_t ndev)
 {
+    enum { COPY_FLOATS = 16 << 20 }; /* 64 MiB a buffer: past the caches */
     for (size_t d = 0; d < ndev; d++) {
-        double gflops = 0;
+        double gflops = 0, gbps = 0;
         if (lf_gemm_rate(devs[d].ctx, 1024, 1024, 1024, &gflops) == LF_OK)
             printf("device %s GEMM rate: %.1f GFLOP/s (%s SGEMM 1024 x 1024 x 1024, median of 5)\n", devs[d].sel,
                    gflops, lf_context_gemm_backend(devs[d].ctx));
         else
-            fprintf(stderr, "linformer bench: device %s: GEMM rate: %s\n", devs[d].sel, lf_context_last_error(devs[d].ctx));
+            fprintf(stderr, "linformer bench: device %s: GEMM rate: %s\n", devs[d].sel,
+                    lf_context_last_error(devs[d].ctx));
+        if (lf_copy_rate(devs[d].ctx, COPY_FLOATS, &gbps) == LF_OK)
+            printf("device %s copy bandwidth: %.1f GB/s (copy kernel, 64 MiB, read + write, median of 5)\n",
+                   devs[d].sel, gbps);
+        else
+            fprintf(stderr, "linformer bench: device %s: copy bandwidth: %s\n", devs[d].sel,
+                    lf_context_last_error(devs[d].ctx));
     }
 }
 
@@ -174,7 +184,7 @@ int cmd_bench(int argc, char **argv)
         fprintf(stderr, "linformer bench: %s\n", err);
         files_abort(&files);
     } else {
-        print_gemm_rates(devs, ndev);
+        print_yardsticks(devs, ndev);
         status = sweep_and_report(&o, devs, ndev, &files);
     }
     bench_devices_close(devs, ndev);
