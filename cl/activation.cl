@@ -6,11 +6,11 @@
  * and the first half becomes act(a + bias[c]) * (g + bias[cols + c]): the
  * gated feed-forward, whose second GEMM then reads the first half (ld stays).
  *
- * A work-item takes RUN vectors of VW contiguous columns of one row. GPU
- * variant: VW 1, RUN 1, a column a work-item. CPU variant: a run of float16s,
- * so that the work is in vectors whatever the runtime's vectoriser does (in
- * work-groups of one: see lf__elementwise_tiles). Global: (ceil(cols / (VW
- * RUN)) rounded up to the group, rows).
+ * A work-item takes RUN vectors of VW contiguous columns of one row (vw and
+ * run of the kernel parameters, host/kernel_params.c). GPU devices: VW 1,
+ * RUN 1, a column a work-item. CPU devices: a run of float16s, so that the
+ * work is in vectors whatever the runtime's vectoriser does, in work-groups
+ * of one. Global: (ceil(cols / (VW RUN)) rounded up to the group, rows).
  *
  * copy_floats, dst = src over `count` floats in the same runs of vectors with
  * no arithmetic, is the device's copy bandwidth that these kernels are held

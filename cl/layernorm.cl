@@ -13,7 +13,7 @@
  *     by WG, sums through local memory. Global (WG, rows), local (WG, 1).
  *   layernorm_rows_cpu (CPU variant): a work-item per row, the row's three
  *     passes from cache, no barriers. Global (rows rounded up to the group),
- *     any local size (the launcher's: lf__elementwise_tiles).
+ *     any local size (the launcher's: elementwise_wg).
  * Both take the same arguments; rows bounds the CPU variant's work-items (the
  * GPU variant's global size is exact: a return before its barriers would
  * leave the group's others waiting on some runtimes).

@@ -20,14 +20,17 @@
  */
 static const lf_kernel_params_row table[] = {
     /* CPU devices: 16 queries a work-item, 8 work-items a group laid across
-     * heads (bench/NOTES.md, item 9); softmax and LayerNorm groups as on GPUs */
+     * heads (bench/NOTES.md, item 9); softmax and LayerNorm groups as on GPUs;
+     * elementwise runs of four float16s in groups of one (item 14: larger
+     * groups make Intel's compiler gather across work-items) */
     {LF_DEVICE_CPU, NULL,
      {.variant = LF_VARIANT_CPU, .tile_keys = 32, .tile_queries = 8, .query_block = 16, .softmax_group = 256,
-      .layernorm_group = 128}},
-    /* every other device: one query a work-item, 64 a group, 32 keys a tile */
+      .layernorm_group = 128, .vector_width = 16, .vector_run = 4, .elementwise_group = 1}},
+    /* every other device: one query a work-item, 64 a group, 32 keys a tile;
+     * one float a work-item of the elementwise kernels */
     {LF_DEVICE_GPU | LF_DEVICE_ACCELERATOR | LF_DEVICE_OTHER, NULL,
      {.variant = LF_VARIANT_GPU, .tile_keys = 32, .tile_queries = 64, .query_block = 1, .softmax_group = 256,
-      .layernorm_group = 128}},
+      .layernorm_group = 128, .vector_width = 1, .vector_run = 1, .elementwise_group = 0}},
 };
 #define TABLE_ROWS (sizeof table / sizeof table[0])
 
@@ -42,6 +45,9 @@ static const struct {
     {"qb", offsetof(lf_kernel_params, query_block), 1, 16},
     {"softmax_wg", offsetof(lf_kernel_params, softmax_group), 1, 4096},
     {"layernorm_wg", offsetof(lf_kernel_params, layernorm_group), 1, 4096},
+    {"vw", offsetof(lf_kernel_params, vector_width), 1, 16},
+    {"run", offsetof(lf_kernel_params, vector_run), 1, 64},
+    {"elementwise_wg", offsetof(lf_kernel_params, elementwise_group), 0, 4096},
 };
 #define KEYS (int)(sizeof keys / sizeof keys[0])
 #define VARIANT_KEY KEYS /* the index of "variant" among the values parsed */
@@ -112,7 +118,7 @@ static lf_status parse_entry(const char *entry, size_t len, int values[], bool g
     if (!eq) return FAIL("\"%.*s\" is not key=value", (int)len, entry);
     const int klen = (int)(eq - entry), key = find_key(entry, klen);
     if (key < 0) {
-        char known[128];
+        char known[160];
         key_names(known, sizeof known);
         return FAIL("unknown key \"%.*s\"; the keys are %s", klen, entry, known);
     }
@@ -121,10 +127,11 @@ static lf_status parse_entry(const char *entry, size_t len, int values[], bool g
     return parse_value(key, eq + 1, (int)(len - (size_t)klen - 1), &values[key], msg, msg_size);
 }
 
-/* QB 1 is the GPU variant's kernel; the CPU variant's QB is a vector width. */
-static lf_status check_query_block(const lf_kernel_params *p, char *msg, size_t msg_size)
+/* QB 1 is the GPU variant's kernel; the CPU variant's QB is a vector width, as vw is. */
+static lf_status check_widths(const lf_kernel_params *p, char *msg, size_t msg_size)
 {
-    const int qb = p->query_block;
+    const int qb = p->query_block, vw = p->vector_width;
+    if (vw & (vw - 1)) return FAIL("vw must be 1, 2, 4, 8 or 16, got vw=%d", vw);
     if (p->variant == LF_VARIANT_GPU && qb != 1) return FAIL("variant=gpu takes qb=1, got qb=%d", qb);
     if (p->variant == LF_VARIANT_CPU && (qb < 2 || (qb & (qb - 1))))
         return FAIL("variant=cpu takes qb=2, 4, 8 or 16, got qb=%d", qb);
@@ -144,7 +151,7 @@ lf_status lf__kernel_params_parse(const char *text, lf_kernel_params *p, char *m
     lf_kernel_params q = given[VARIANT_KEY] ? generic((lf_kernel_variant)values[VARIANT_KEY]) : *p;
     for (int key = 0; key < KEYS; key++)
         if (given[key]) *field(&q, key) = values[key];
-    LF_TRY(check_query_block(&q, msg, msg_size));
+    LF_TRY(check_widths(&q, msg, msg_size));
     *p = q;
     return LF_OK;
 }
@@ -157,8 +164,8 @@ lf_status lf__kernel_params(const lf_device_info *dev, lf_kernel_params *out, ch
     const char *old = getenv("LINFORMER_KERNEL_VARIANT");
     if (old)
         return lf__fail_buf(msg, msg_size, LF_ERR_ARGUMENT,
-                            "LINFORMER_KERNEL_VARIANT is no longer read: set LINFORMER_KERNEL_PARAMS=variant=%.16s instead",
-                            old);
+                            "LINFORMER_KERNEL_VARIANT is no longer read: "
+                            "set LINFORMER_KERNEL_PARAMS=variant=%.16s instead", old);
     const char *env = getenv("LINFORMER_KERNEL_PARAMS");
     return env && *env ? lf__kernel_params_parse(env, out, msg, msg_size) : LF_OK;
 }

@@ -31,6 +31,12 @@ typedef struct {
     int query_block;           /* "qb": QB, queries of one work-item: 1 (gpu) or 2, 4, 8, 16 (cpu) */
     int softmax_group;         /* "softmax_wg": WG of softmax_rows */
     int layernorm_group;       /* "layernorm_wg": WG of layernorm_rows */
+    /* The elementwise kernels (activation.cl, and layernorm_rows_cpu for its
+     * group): a work-item takes `run` vectors of `vw` contiguous floats, in
+     * work-groups of elementwise_wg work-items (0: the runtime's choice). */
+    int vector_width;      /* "vw": 1, 2, 4, 8 or 16 */
+    int vector_run;        /* "run": vectors of one work-item */
+    int elementwise_group; /* "elementwise_wg" */
 } lf_kernel_params;
 
 typedef struct {

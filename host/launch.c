@@ -31,26 +31,26 @@ static lf_status set_args(lf_context *ctx, cl_kernel k, const char *what, const 
 
 static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
-/* The elementwise kernels' shape on this context's device, for the variant
- * its kernel parameters give (kernel_params.h), and their -D options. */
-static lf_status elementwise_tiles(lf_context *ctx, lf_elementwise_tiles *t, char *opts, size_t size)
+/* This context's device's kernel parameters (kernel_params.h) and the
+ * elementwise kernels' -D options from them. */
+static lf_status elementwise_params(lf_context *ctx, lf_kernel_params *kp, char *opts, size_t size)
 {
     char msg[256];
-    lf_kernel_params kp;
-    if (lf__kernel_params(&ctx->info, &kp, msg, sizeof msg) != LF_OK) return lf__fail(ctx, LF_ERR_ARGUMENT, "%s", msg);
-    *t = lf__elementwise_tiles(kp.variant);
-    snprintf(opts, size, "-DVW=%d -DRUN=%d", t->vector, t->run);
+    if (lf__kernel_params(&ctx->info, kp, msg, sizeof msg) != LF_OK) return lf__fail(ctx, LF_ERR_ARGUMENT, "%s", msg);
+    snprintf(opts, size, "-DVW=%d -DRUN=%d", kp->vector_width, kp->vector_run);
     return LF_OK;
 }
 
 /* Launches an elementwise kernel on (items, rows) work-items, in work-groups
- * of t->group along items, or of the runtime's choice without one. */
-static lf_status launch_elementwise(lf_context *ctx, cl_kernel k, const char *what, const lf_elementwise_tiles *t,
+ * of kp's elementwise group (at most the device's) along items, or of the
+ * runtime's choice when that is 0. */
+static lf_status launch_elementwise(lf_context *ctx, cl_kernel k, const char *what, const lf_kernel_params *kp,
                                     size_t items, size_t rows, lf_timeline *tl)
 {
-    const size_t g = t->group ? t->group : 1;
+    size_t g = kp->elementwise_group ? (size_t)kp->elementwise_group : 1;
+    if (g > ctx->info.max_work_group_size) g = ctx->info.max_work_group_size;
     const size_t local[2] = {g, 1}, global[2] = {round_up(items, g), rows};
-    return lf__launch(ctx, k, what, 2, global, t->group ? local : NULL, tl);
+    return lf__launch(ctx, k, what, 2, global, kp->elementwise_group ? local : NULL, tl);
 }
 
 /* Work-group of the attention kernel's CPU variant, tq work-items: as many
@@ -135,9 +135,9 @@ lf_status lf__launch_seq_project_window(lf_context *ctx, const lf_seq_project_wi
 
 lf_status lf__launch_layernorm(lf_context *ctx, const lf_layernorm_args *a, lf_timeline *t)
 {
-    lf_elementwise_tiles tiles = {0};
-    LF_TRY(elementwise_tiles(ctx, &tiles, NULL, 0)); /* float4s whatever the variant: no -D options */
-    const bool cpu = tiles.variant == LF_VARIANT_CPU; /* a row a work-item; else a work-group a row */
+    lf_kernel_params kp;
+    LF_TRY(elementwise_params(ctx, &kp, NULL, 0)); /* float4s whatever the variant: no -D options */
+    const bool cpu = kp.variant == LF_VARIANT_CPU; /* a row a work-item; else a work-group a row */
     cl_kernel k;
     size_t wg = 1;
     if (cpu) LF_TRY(lf__kernel(ctx, "layernorm.cl", "", "layernorm_rows_cpu", &k));
@@ -147,40 +147,40 @@ lf_status lf__launch_layernorm(lf_context *ctx, const lf_layernorm_args *a, lf_t
     LF_TRY(set_args(ctx, k, cpu ? "layernorm_rows_cpu" : "layernorm_rows",
                     ARGS(ARG(a->x), ARG(r), ARG(a->out), ARG(a->gamma), ARG(a->beta), ARG(a->d), ARG(a->eps),
                          ARG(has_r), ARG(write_sum), ARG(a->rows))));
-    if (cpu) return launch_elementwise(ctx, k, "layernorm", &tiles, (size_t)a->rows, 1, t);
+    if (cpu) return launch_elementwise(ctx, k, "layernorm", &kp, (size_t)a->rows, 1, t);
     const size_t local[2] = {wg, 1}, global[2] = {wg, (size_t)a->rows};
     return lf__launch(ctx, k, "layernorm", 2, global, local, t);
 }
 
 lf_status lf__launch_bias_act(lf_context *ctx, const lf_bias_act_args *a, lf_timeline *t)
 {
-    lf_elementwise_tiles tiles = {0};
+    lf_kernel_params kp;
     char shape[64], opts[128];
-    LF_TRY(elementwise_tiles(ctx, &tiles, shape, sizeof shape));
+    LF_TRY(elementwise_params(ctx, &kp, shape, sizeof shape));
     snprintf(opts, sizeof opts, "-DACT=%d -DGLU=%d %s", (int)a->act, a->glu ? 1 : 0, shape);
     cl_kernel k;
     LF_TRY(lf__kernel(ctx, "activation.cl", opts, "bias_act", &k));
     const int has_bias = a->has_bias;
     const cl_mem bias = a->bias ? a->bias : a->y; /* never read without has_bias */
     LF_TRY(set_args(ctx, k, "bias_act", ARGS(ARG(a->y), ARG(a->ld), ARG(a->cols), ARG(bias), ARG(has_bias))));
-    const size_t per_item = (size_t)tiles.vector * tiles.run;
-    return launch_elementwise(ctx, k, "bias_act", &tiles, ((size_t)a->cols + per_item - 1) / per_item,
+    const size_t per_item = (size_t)kp.vector_width * kp.vector_run;
+    return launch_elementwise(ctx, k, "bias_act", &kp, ((size_t)a->cols + per_item - 1) / per_item,
                               (size_t)a->rows, t);
 }
 
 lf_status lf__launch_copy(lf_context *ctx, const lf_copy_args *a, lf_timeline *t)
 {
     if (a->count > INT_MAX) return lf__fail(ctx, LF_ERR_ARGUMENT, "copy of %zu floats: at most %d", a->count, INT_MAX);
-    lf_elementwise_tiles tiles = {0};
+    lf_kernel_params kp;
     char shape[64], opts[128];
-    LF_TRY(elementwise_tiles(ctx, &tiles, shape, sizeof shape));
+    LF_TRY(elementwise_params(ctx, &kp, shape, sizeof shape));
     snprintf(opts, sizeof opts, "-DACT=0 -DGLU=0 %s", shape); /* the program of bias_act without an activation */
     cl_kernel k;
     LF_TRY(lf__kernel(ctx, "activation.cl", opts, "copy_floats", &k));
     const int count = (int)a->count;
     LF_TRY(set_args(ctx, k, "copy_floats", ARGS(ARG(a->src), ARG(a->dst), ARG(count))));
-    const size_t per_item = (size_t)tiles.vector * tiles.run;
-    return launch_elementwise(ctx, k, "copy", &tiles, (a->count + per_item - 1) / per_item, 1, t);
+    const size_t per_item = (size_t)kp.vector_width * kp.vector_run;
+    return launch_elementwise(ctx, k, "copy", &kp, (a->count + per_item - 1) / per_item, 1, t);
 }
 
 lf_status lf__launch_embed(lf_context *ctx, const lf_embed_args *a, lf_timeline *t)

@@ -151,12 +151,6 @@ lf_attention_tiles lf__attention_tiles(const lf_kernel_params *kp, int dh, const
  * (gathers, 3-5x slower; vec_type_hint stops it too, with a warning in the
  * build log). bench/NOTES.md, item 14. GPU: one float a work-item,
  * neighbours in neighbouring work-items, groups of the runtime's choice. */
-lf_elementwise_tiles lf__elementwise_tiles(lf_kernel_variant variant)
-{
-    if (variant == LF_VARIANT_CPU) return (lf_elementwise_tiles){variant, 16, 4, 1};
-    return (lf_elementwise_tiles){variant, 1, 1, 0};
-}
-
 /* Flops of the key/value side of one sequence of max_seq_len rows, in each
  * order: projecting first, K = x Wk^T on n rows then E K; or compressing
  * first, E x on D columns (with E's row sums for the biases) then Wk on k

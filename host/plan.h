@@ -67,16 +67,6 @@ typedef struct {
 } lf_attention_tiles;
 lf_attention_tiles lf__attention_tiles(const lf_kernel_params *kp, int dh, const lf_device_info *dev);
 
-/* The shape of the elementwise kernels (activation.cl, elementwise.cl's
- * bias_rows, copy.cl; layernorm.cl takes float4s and a row a work-item in the
- * CPU variant): a work-item takes `run` vectors of `vector` contiguous floats,
- * in work-groups of `group` work-items, or of the runtime's choice (group 0). */
-typedef struct {
-    lf_kernel_variant variant;
-    int vector, run;
-    size_t group;
-} lf_elementwise_tiles;
-lf_elementwise_tiles lf__elementwise_tiles(lf_kernel_variant variant);
 
 /*
  * Checks cfg and resolves it for a device, with the kernel parameters of

@@ -15,6 +15,10 @@
 
 #define TOL 1e-5
 
+/* The elementwise keys' defaults, the end of every default's printed form. */
+#define CPU_EW ",vw=16,run=4,elementwise_wg=1"
+#define GPU_EW ",vw=1,run=1,elementwise_wg=0"
+
 static lf_context *ctx;
 static void setup(void)
 {
@@ -46,12 +50,12 @@ static char *formatted(const lf_kernel_params *p)
 Test(kernel_params, defaults_by_device_type)
 {
     const lf_kernel_params cpu = params_of(LF_DEVICE_CPU, NULL);
-    cr_expect_str_eq(formatted(&cpu), "variant=cpu,tk=32,tq=8,qb=16,softmax_wg=256,layernorm_wg=128");
+    cr_expect_str_eq(formatted(&cpu), "variant=cpu,tk=32,tq=8,qb=16,softmax_wg=256,layernorm_wg=128" CPU_EW);
     static const lf_device_type others[] = {LF_DEVICE_GPU, LF_DEVICE_ACCELERATOR, LF_DEVICE_OTHER};
     for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
         const lf_kernel_params p = params_of(others[i], ""); /* empty: no override */
-        cr_expect_str_eq(formatted(&p), "variant=gpu,tk=32,tq=64,qb=1,softmax_wg=256,layernorm_wg=128", "type %d",
-                         others[i]);
+        cr_expect_str_eq(formatted(&p), "variant=gpu,tk=32,tq=64,qb=1,softmax_wg=256,layernorm_wg=128" GPU_EW,
+                         "type %d", others[i]);
     }
 }
 
@@ -76,13 +80,15 @@ Test(kernel_params, first_matching_row_serves_the_device)
 Test(kernel_params, override_sets_the_keys_it_names)
 {
     static const struct { lf_device_type type; const char *text, *want; } cases[] = {
-        {LF_DEVICE_CPU, "tk=16", "variant=cpu,tk=16,tq=8,qb=16,softmax_wg=256,layernorm_wg=128"},
-        {LF_DEVICE_CPU, "variant=gpu", "variant=gpu,tk=32,tq=64,qb=1,softmax_wg=256,layernorm_wg=128"},
-        {LF_DEVICE_CPU, "tq=32,variant=gpu", "variant=gpu,tk=32,tq=32,qb=1,softmax_wg=256,layernorm_wg=128"},
+        {LF_DEVICE_CPU, "tk=16", "variant=cpu,tk=16,tq=8,qb=16,softmax_wg=256,layernorm_wg=128" CPU_EW},
+        {LF_DEVICE_CPU, "variant=gpu", "variant=gpu,tk=32,tq=64,qb=1,softmax_wg=256,layernorm_wg=128" GPU_EW},
+        {LF_DEVICE_CPU, "tq=32,variant=gpu", "variant=gpu,tk=32,tq=32,qb=1,softmax_wg=256,layernorm_wg=128" GPU_EW},
         {LF_DEVICE_GPU, "variant=cpu,qb=4,softmax_wg=5,layernorm_wg=3",
-         "variant=cpu,tk=32,tq=8,qb=4,softmax_wg=5,layernorm_wg=3"},
-        {LF_DEVICE_GPU, "variant=gpu,tk=1024,tq=4096,qb=1,softmax_wg=1,layernorm_wg=4096",
-         "variant=gpu,tk=1024,tq=4096,qb=1,softmax_wg=1,layernorm_wg=4096"}};
+         "variant=cpu,tk=32,tq=8,qb=4,softmax_wg=5,layernorm_wg=3" CPU_EW},
+        {LF_DEVICE_GPU, "variant=gpu,tk=1024,tq=4096,qb=1,softmax_wg=1,layernorm_wg=4096,vw=16,run=64,elementwise_wg=4096",
+         "variant=gpu,tk=1024,tq=4096,qb=1,softmax_wg=1,layernorm_wg=4096,vw=16,run=64,elementwise_wg=4096"},
+        {LF_DEVICE_CPU, "elementwise_wg=0,vw=2", "variant=cpu,tk=32,tq=8,qb=16,softmax_wg=256,layernorm_wg=128,vw=2,run=4,"
+                                                 "elementwise_wg=0"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const lf_kernel_params p = params_of(cases[i].type, cases[i].text);
         cr_expect_str_eq(formatted(&p), cases[i].want, "%s", cases[i].text);
@@ -103,13 +109,16 @@ Test(kernel_params, bad_overrides_are_refused_by_name)
         {"tq=", "tq must be an integer from 1 to 4096, got \"\""},
         {"tk=16x", "got \"16x\""}, {"tk=+4", "got \"+4\""}, {"tk= 4", "got \" 4\""}, {"tk=-4", "got \"-4\""},
         {"softmax_wg=99999999999999999999999999999999999999", "got \"99999999999999999999999999999999999999\""},
-        {"foo=1", "unknown key \"foo\"; the keys are variant, tk, tq, qb, softmax_wg and layernorm_wg"},
+        {"foo=1",
+         "unknown key \"foo\"; the keys are variant, tk, tq, qb, softmax_wg, layernorm_wg, vw, run and elementwise_wg"},
         {"TK=8", "unknown key \"TK\""}, {"variant=GPU", "variant must be cpu or gpu, got \"GPU\""},
         {"variant=", "variant must be cpu or gpu, got \"\""}, {"tk=8,tk=8", "tk is given twice"},
         {"tk=8,", "an empty entry"}, {",tk=8", "an empty entry"}, {"tk", "\"tk\" is not key=value"},
         {"variant=gpu,qb=16", "variant=gpu takes qb=1, got qb=16"},
         {"variant=cpu,qb=1", "variant=cpu takes qb=2, 4, 8 or 16, got qb=1"},
-        {"qb=3", "variant=cpu takes qb=2, 4, 8 or 16, got qb=3"}};
+        {"qb=3", "variant=cpu takes qb=2, 4, 8 or 16, got qb=3"},
+        {"vw=3", "vw must be 1, 2, 4, 8 or 16, got vw=3"}, {"vw=32", "vw must be an integer from 1 to 16"},
+        {"run=0", "run must be an integer from 1 to 64"}, {"elementwise_wg=-1", "got \"-1\""}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const lf_device_info dev = {.type = LF_DEVICE_CPU};
         setenv("LINFORMER_KERNEL_PARAMS", cases[i][0], 1);
@@ -226,8 +235,9 @@ Test(kernel_params, override_reaches_a_model)
  * of every key the output still matches PyTorch's (--check). */
 Test(kernel_params, run_profile_prints_the_parameters)
 {
-    static const char *const overrides[] = {"variant=cpu,tk=5,tq=3,qb=8,softmax_wg=7,layernorm_wg=3",
-                                            "variant=gpu,tk=7,tq=5,qb=1,softmax_wg=3,layernorm_wg=5"};
+    static const char *const overrides[] = {
+        "variant=cpu,tk=5,tq=3,qb=8,softmax_wg=7,layernorm_wg=3,vw=4,run=3,elementwise_wg=2",
+        "variant=gpu,tk=7,tq=5,qb=1,softmax_wg=3,layernorm_wg=5,vw=2,run=5,elementwise_wg=3"};
     for (size_t i = 0; i < 2; i++) {
         char cmd[1024], log[8192];
         snprintf(cmd, sizeof cmd, "LINFORMER_KERNEL_PARAMS=%s %s run --model %s/tests/data/models/encoder_short.model"
