@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "loader.h"
 #include "safetensors.h"
 
 /* The file's tensors, in one table: name, rank, whether required, and the

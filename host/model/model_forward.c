@@ -15,6 +15,7 @@
  */
 #include <stdlib.h>
 
+#include "blas.h"
 #include "model.h"
 
 typedef struct {

@@ -6,6 +6,7 @@
  * own E = F (LF_SHARE_KV): the same matrix, without a shared object.
  */
 #include "attention.h"
+#include "loader.h"
 #include "model.h"
 
 /* Layer i's config as the options change it. */

@@ -14,7 +14,7 @@
  * driver version, as one line per kernel ("Xgemm GEMMK=0 KREG=1 ..."); an
  * entry that does not parse or that CLBlast refuses is ignored.
  */
-#include "internal.h" /* first: it fixes the OpenCL version the headers target */
+#include "blas.h" /* first: it fixes the OpenCL version the headers target */
 #include "kernel_cache.h"
 
 #include <clblast_c.h>

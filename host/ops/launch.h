@@ -8,7 +8,7 @@
 #ifndef LF_LAUNCH_H
 #define LF_LAUNCH_H
 
-#include "internal.h"
+#include "runtime.h"
 
 /* Rows of a [batch, rows, cols] tensor in a buffer: element (b, i, c) sits at
  * off + b * bstride + i * ld + c, in floats. */
@@ -18,6 +18,10 @@ typedef struct {
     int ld;
     size_t bstride;
 } lf_view;
+
+/* Enqueues a kernel over `dims` dimensions, recording its event in t (may be NULL). */
+lf_status lf__launch(lf_context *ctx, cl_kernel k, const char *what, cl_uint dims,
+                     const size_t *global, const size_t *local, lf_timeline *t);
 
 /* cl/attention.cl: o = softmax(scale q k^T) v per head, tiled over keys.
  * key_count 0 = the sequence's own keys (the first lengths[b] of them). With

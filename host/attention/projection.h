@@ -2,7 +2,7 @@
 #ifndef LF_PROJECTION_H
 #define LF_PROJECTION_H
 
-#include "internal.h"
+#include "runtime.h"
 
 struct lf_projection {
     lf_context *ctx; /* held: the context lives while the projection does */
@@ -15,5 +15,8 @@ struct lf_projection {
 /* A layer takes a reference (under the context's lock) and gives it back with
  * lf_projection_free. */
 void lf__projection_retain(lf_projection *proj);
+
+/* Uploads `count` values of N(0, std^2) drawn from *state at element `offset`. */
+lf_status lf__upload_normal(lf_context *ctx, cl_mem buf, size_t offset, size_t count, uint64_t *state, double std);
 
 #endif

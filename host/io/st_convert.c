@@ -2,19 +2,11 @@
  * f32, f16, bf16 and f64 to float; i32 and i64 to int64. */
 #include <string.h>
 
-#include "internal.h"
+#include "runtime.h"
+#include "le_bytes.h"
 #include "safetensors.h"
 
 #define FAIL(status, ...) lf__fail_buf(msg, msg_size, (status), __VA_ARGS__)
-
-/* ---- Little-endian bytes ------------------------------------------------ */
-
-static uint16_t ld16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static uint32_t ld32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-uint64_t lf__st_ld64(const uint8_t *p) { return ld32(p) | (uint64_t)ld32(p + 4) << 32; }
 
 static float f32_from_bits(uint32_t bits)
 {

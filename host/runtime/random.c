@@ -1,7 +1,7 @@
 /* random.c - splitmix64: small, seedable, the same numbers on every platform. */
 #include <math.h>
 
-#include "internal.h"
+#include "runtime.h"
 
 uint64_t lf__rand_next(uint64_t *state)
 {

@@ -25,24 +25,6 @@ struct lf_attention {
     lf_timeline tl;
 };
 
-const char *lf_mode_name(lf_mode mode)
-{
-    switch (mode) {
-    case LF_MODE_LINFORMER: return "linformer";
-    case LF_MODE_DENSE: return "dense";
-    case LF_MODE_FLASH: return "flash";
-    }
-    return "unknown";
-}
-
-lf_status lf_mode_parse(const char *name, lf_mode *mode)
-{
-    if (!name || !mode) return LF_ERR_ARGUMENT;
-    for (int m = LF_MODE_LINFORMER; m <= LF_MODE_FLASH; m++)
-        if (strcmp(name, lf_mode_name((lf_mode)m)) == 0) return *mode = (lf_mode)m, LF_OK;
-    return LF_ERR_ARGUMENT;
-}
-
 void lf_attention_config_init(lf_attention_config *cfg, int d_model, int heads, int max_seq_len, int k)
 {
     if (!cfg) return;

@@ -53,7 +53,4 @@ lf_status lf_st_to_f32(const lf_st_tensor *t, float *out, char *msg, size_t msg_
  * Another dtype gives LF_ERR_FORMAT naming the tensor. */
 lf_status lf_st_to_i64(const lf_st_tensor *t, int64_t *out, char *msg, size_t msg_size);
 
-/* The little-endian uint64 at p (st_convert.c). */
-uint64_t lf__st_ld64(const uint8_t *p);
-
 #endif

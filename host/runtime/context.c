@@ -1,8 +1,10 @@
-/* context.c - open a device (or wrap a host's), buffers, and forward timings. */
+/* context.c - open a device (or wrap a host's) and free it, buffers, and
+ * forward timings. The public create functions add the GEMM backend
+ * (blas/backend.c). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h" /* first: it fixes the OpenCL version the headers target */
+#include "runtime.h" /* first: it fixes the OpenCL version the headers target */
 
 #include <clblast_c.h>
 
@@ -60,7 +62,7 @@ static lf_status context_new(lf_context **out)
     return LF_OK;
 }
 
-lf_status lf_context_create(const char *selector, lf_context **out, char *errbuf, size_t errbuf_size)
+lf_status lf__context_open(const char *selector, lf_context **out, char *errbuf, size_t errbuf_size)
 {
     if (!out) return lf__fail_buf(errbuf, errbuf_size, LF_ERR_ARGUMENT, "out is NULL");
     *out = NULL;
@@ -113,16 +115,12 @@ lf_status lf_context_create(const char *selector, lf_context **out, char *errbuf
         return LF_ERR_OPENCL;
     }
     ctx->profiling = true;
-    if ((st = lf__gemm_init(ctx, errbuf, errbuf_size)) != LF_OK) {
-        lf_context_free(ctx);
-        return st;
-    }
     *out = ctx;
     return LF_OK;
 }
 
-lf_status lf_context_create_from_cl(cl_context context, cl_command_queue queue, lf_context **out,
-                                    char *errbuf, size_t errbuf_size)
+lf_status lf__context_wrap(cl_context context, cl_command_queue queue, lf_context **out,
+                           char *errbuf, size_t errbuf_size)
 {
     if (!out) return lf__fail_buf(errbuf, errbuf_size, LF_ERR_ARGUMENT, "out is NULL");
     *out = NULL;
@@ -154,11 +152,6 @@ lf_status lf_context_create_from_cl(cl_context context, cl_command_queue queue, 
     ctx->cl = context;
     ctx->queue = queue;
     ctx->profiling = (qprops & CL_QUEUE_PROFILING_ENABLE) != 0;
-    lf_status st = lf__gemm_init(ctx, errbuf, errbuf_size);
-    if (st != LF_OK) {
-        lf_context_free(ctx);
-        return st;
-    }
     *out = ctx;
     return LF_OK;
 }

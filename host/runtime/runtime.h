@@ -1,9 +1,10 @@
 /*
- * internal.h - what the library's files share and the public header hides:
- * the context, error reporting, buffers, kernels and GEMM on the context's queue.
+ * runtime.h - the runtime module (host/runtime/), what every other module
+ * builds on and the public header hides: the context, error reporting,
+ * devices, buffers, timelines, kernels and random numbers.
  */
-#ifndef LF_INTERNAL_H
-#define LF_INTERNAL_H
+#ifndef LF_RUNTIME_H
+#define LF_RUNTIME_H
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -19,7 +20,7 @@
 
 typedef struct lf_program_entry lf_program_entry;
 
-/* Where GEMMs run (gemm.c): CLBlast on the device, or the host's BLAS. */
+/* Where GEMMs run (blas/gemm.c), a field of the context: CLBlast on the device, or the host's BLAS. */
 typedef enum { LF_GEMM_CLBLAST, LF_GEMM_HOST } lf_gemm_backend;
 
 struct lf_context {
@@ -59,6 +60,11 @@ lf_status lf__cl_fail(lf_context *ctx, cl_int err, const char *what);
     } while (0)
 
 /* ---- Lifetime (context.c): layers and projections hold their context ---- */
+/* lf_context_create and lf_context_create_from_cl without the GEMM backend,
+ * which blas/backend.c adds. */
+lf_status lf__context_open(const char *selector, lf_context **out, char *errbuf, size_t errbuf_size);
+lf_status lf__context_wrap(cl_context context, cl_command_queue queue, lf_context **out, char *errbuf,
+                           size_t errbuf_size);
 void lf__context_retain(lf_context *ctx);
 void lf__context_release(lf_context *ctx); /* frees it with the last reference */
 
@@ -137,50 +143,10 @@ void lf__build_options(lf_context *ctx, const char *options, char *out, size_t s
  * warning or an error (PoCL's and Oclgrind's logs of a clean build are empty;
  * Intel's always list the build's steps). */
 lf_status lf__programs_check_logs(lf_context *ctx);
-/* Enqueues a kernel over `dims` dimensions, recording its event in t (may be NULL). */
-lf_status lf__launch(lf_context *ctx, cl_kernel k, const char *what, cl_uint dims,
-                     const size_t *global, const size_t *local, lf_timeline *t);
-
-/* ---- GEMM through CLBlast or the host's BLAS (gemm.c) ---- */
-/* Chooses the context's GEMM backend from LINFORMER_GEMM and the device type. */
-lf_status lf__gemm_init(lf_context *ctx, char *errbuf, size_t errbuf_size);
-/* Row-major C = alpha op(A) op(B) + beta C, `batch` times with the given
- * strides (in elements) between the matrices of the batch. */
-typedef struct {
-    bool trans_a, trans_b;
-    size_t m, n, k;
-    float alpha, beta;
-    cl_mem a; size_t a_off, lda, a_stride;
-    cl_mem b; size_t b_off, ldb, b_stride;
-    cl_mem c; size_t c_off, ldc, c_stride;
-    size_t batch; /* 0 or 1 = one GEMM */
-    /* A row GEMM over a batch of sequences (batch 0, A not transposed): A's
-     * and C's m rows are sequences of seq_rows rows each. Every sequence is
-     * then its own GEMM of the same shape, so a row's bits never depend on how
-     * many sequences share the call (a BLAS blocks and threads by m). 0 = one
-     * GEMM over all m rows. */
-    size_t seq_rows;
-    const char *what; /* stage name in profiles; NULL = "gemm" */
-} lf_gemm_args;
-lf_status lf__gemm(lf_context *ctx, const lf_gemm_args *g, lf_timeline *t);
-/* lf_gemm_rate without the lock and the argument checks, with the median of
- * `repeat` (1 to 5) timed runs (for the tuner). */
-lf_status lf__gemm_rate(lf_context *ctx, size_t m, size_t n, size_t k, int repeat, double *gflops);
-
-/* ---- Tuned CLBlast parameters (tune.c) ---- */
-/* Applies this device's stored parameters, if any; a bad entry is ignored. */
-void lf__tune_apply(lf_context *ctx);
-
-/* ---- Load options (loader.c) ---- */
-/* LF_ERR_ARGUMENT naming the first field of lf_load_options out of range, or a
- * k given with the learned projections. */
-lf_status lf__load_options_check(lf_context *ctx, const lf_load_options *o);
 
 /* ---- Random numbers (random.c): splitmix64, reproducible everywhere ---- */
 uint64_t lf__rand_next(uint64_t *state);
 double lf__rand_uniform(uint64_t *state); /* [0, 1) */
 double lf__rand_normal(uint64_t *state);  /* N(0, 1) */
-/* Uploads `count` values of N(0, std^2) drawn from *state at element `offset` (projection.c). */
-lf_status lf__upload_normal(lf_context *ctx, cl_mem buf, size_t offset, size_t count, uint64_t *state, double std);
 
 #endif

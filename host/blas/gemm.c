@@ -6,7 +6,7 @@
  *            On a CPU device the buffers already live there, so mapping copies
  *            nothing and the GEMM runs at the host BLAS's rate.
  */
-#include "internal.h" /* first: it fixes the OpenCL version the headers target */
+#include "blas.h" /* first: it fixes the OpenCL version the headers target */
 
 #include <cblas.h>
 #include <clblast_c.h>
@@ -36,31 +36,6 @@ static const char *clblast_status_name(CLBlastStatusCode s)
 #undef E
     default: return "CLBlastUnknownStatus";
     }
-}
-
-lf_status lf__gemm_init(lf_context *ctx, char *errbuf, size_t errbuf_size)
-{
-    const char *env = getenv("LINFORMER_GEMM");
-    if (!env || !*env) {
-        /* Measured in bench/NOTES.md: on a CPU device the host BLAS beats
-         * CLBlast's kernels, even when OpenBLAS falls back to generic ones. */
-        ctx->gemm = ctx->info.type == LF_DEVICE_CPU ? LF_GEMM_HOST : LF_GEMM_CLBLAST;
-    } else if (strcmp(env, "clblast") == 0) {
-        ctx->gemm = LF_GEMM_CLBLAST;
-    } else if (strcmp(env, "host") == 0) {
-        ctx->gemm = LF_GEMM_HOST;
-    } else {
-        return lf__fail_buf(errbuf, errbuf_size, LF_ERR_ARGUMENT,
-                            "LINFORMER_GEMM is \"%s\": use \"clblast\" or \"host\"", env);
-    }
-    lf__tune_apply(ctx);
-    return LF_OK;
-}
-
-const char *lf_context_gemm_backend(const lf_context *ctx)
-{
-    if (!ctx) return NULL;
-    return ctx->gemm == LF_GEMM_HOST ? "host" : "clblast";
 }
 
 static lf_status gemm_clblast(lf_context *ctx, const lf_gemm_args *g, lf_timeline *t)

@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "runtime.h"
 
 unsigned lf_version_number(void) { return LF_VERSION_NUMBER; }
 const char *lf_version_string(void) { return LF_VERSION_STRING; }

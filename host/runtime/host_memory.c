@@ -16,7 +16,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "runtime.h"
 
 /* What the driver maps on top of the buffers while it builds and runs the
  * kernels of a forward: PoCL 3.1 with LLVM 15 peaks 286 MiB above the

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "runtime.h"
 
 #define FAIL(status, ...) (lf__fail_buf(msg, msg_size, (status), __VA_ARGS__))
 

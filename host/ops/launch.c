@@ -29,6 +29,15 @@ static lf_status set_args(lf_context *ctx, cl_kernel k, const char *what, const 
 
 static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
+lf_status lf__launch(lf_context *ctx, cl_kernel k, const char *what, cl_uint dims,
+                     const size_t *global, const size_t *local, lf_timeline *t)
+{
+    cl_int err = clEnqueueNDRangeKernel(ctx->queue, k, dims, NULL, global, local, 0, NULL, lf__event(t));
+    if (err != CL_SUCCESS) return lf__cl_fail(ctx, err, what);
+    lf__event_done(t, what);
+    return LF_OK;
+}
+
 /* Work-group of the attention kernel's CPU variant, tq work-items: as many
  * heads of the same queries as divide the head count, so that one group
  * reads the same rows of Q and writes the same rows of O (their cache lines

@@ -7,7 +7,7 @@
 
 #include "safetensors.h"
 
-#include "internal.h" /* lf__fail_buf */
+#include "runtime.h" /* lf__fail_buf */
 
 #include <stdarg.h>
 #include <stdio.h>

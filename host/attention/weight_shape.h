@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "internal.h"
+#include "runtime.h"
 #include "plan.h"
 
 typedef struct {

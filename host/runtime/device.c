@@ -6,7 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "internal.h"
+#include "runtime.h"
 
 #define LF_MAX_PLATFORMS 16
 #define LF_MAX_DEVICES 64

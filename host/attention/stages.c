@@ -10,6 +10,7 @@
  *              through GEMMs and the masked softmax (dense, Linformer's GEMM path)
  *   -> y = O Wo^T + bo, rows past each length set to 0.
  */
+#include "blas.h"
 #include "stages.h"
 
 static lf_status reserve(const lf_pass *p, lf_ws_id id, size_t bytes, const char *what)

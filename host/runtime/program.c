@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "runtime.h"
 #include "kernel_cache.h"
 #include "kernels.h"
 
@@ -264,14 +264,5 @@ lf_status lf__programs_check_logs(lf_context *ctx)
         free(log);
         if (st != LF_OK) return st;
     }
-    return LF_OK;
-}
-
-lf_status lf__launch(lf_context *ctx, cl_kernel k, const char *what, cl_uint dims,
-                     const size_t *global, const size_t *local, lf_timeline *t)
-{
-    cl_int err = clEnqueueNDRangeKernel(ctx->queue, k, dims, NULL, global, local, 0, NULL, lf__event(t));
-    if (err != CL_SUCCESS) return lf__cl_fail(ctx, err, what);
-    lf__event_done(t, what);
     return LF_OK;
 }
