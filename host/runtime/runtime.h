@@ -20,7 +20,8 @@
 
 typedef struct lf_program_entry lf_program_entry;
 
-/* Where GEMMs run (blas/gemm.c), a field of the context: CLBlast on the device, or the host's BLAS. */
+/* Where GEMMs run (blas/gemm.c), a field of the context: CLBlast on the
+ * device, or the host's BLAS. */
 typedef enum { LF_GEMM_CLBLAST, LF_GEMM_HOST } lf_gemm_backend;
 
 struct lf_context {
