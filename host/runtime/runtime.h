@@ -73,7 +73,7 @@ void lf__context_release(lf_context *ctx); /* frees it with the last reference *
 /* Fills info from an OpenCL device; indices are set by the caller. */
 void lf__device_query(cl_platform_id platform, cl_device_id device, lf_device_info *info);
 
-/* ---- Buffers (context.c) ---- */
+/* ---- Buffers (buffers.c) ---- */
 /* Allocates a device buffer of `bytes`, checked against the device's limits;
  * `what` names it in the message. */
 lf_status lf__alloc(lf_context *ctx, size_t bytes, const char *what, cl_mem *out);
@@ -94,7 +94,7 @@ lf_status lf__host_memory_check(lf_context *ctx, size_t bytes, const char *what)
 /* The soft RLIMIT_AS in bytes, 0 when unlimited. */
 size_t lf__address_space_limit(void);
 
-/* ---- Event tracking for timings (context.c) ---- */
+/* ---- Event tracking for timings (timeline.c) ---- */
 /* A forward records the event of each command it enqueues, with the name of
  * its stage; lf__event() gives the slot the next enqueue fills and
  * lf__event_done() files it. The list grows with the forward (a deep model
