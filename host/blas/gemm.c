@@ -1,6 +1,6 @@
 /*
  * gemm.c - row-major GEMM and strided-batched GEMM on the context's queue,
- * through one of two backends chosen at context creation:
+ * through one of two backends chosen at context creation (backend.c):
  *   clblast: CLBlast's kernels on the device (GPUs, and any device on request);
  *   host:    the host's BLAS (OpenBLAS) on the buffers mapped into host memory.
  *            On a CPU device the buffers already live there, so mapping copies
