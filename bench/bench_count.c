@@ -1,5 +1,5 @@
 /*
- * bench_count.c - flops and bytes of one forward, step by step as host/attention.c
+ * bench_count.c - flops and bytes of one forward, step by step as host/attention/attention.c
  * runs it. B = batch, D = d_model, H = heads, KV = kv_heads, dh = d_head,
  * g = 2 key/value groups (1 with share_kv), nk = keys attended (k, or n when exact).
  *

@@ -1,5 +1,5 @@
 /* bench_count.h - flops and bytes of one attention forward, from the data path
- * of host/attention.c (see the comments in bench_count.c). */
+ * of host/attention/attention.c (see the comments in bench_count.c). */
 #ifndef LF_BENCH_COUNT_H
 #define LF_BENCH_COUNT_H
 

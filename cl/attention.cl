@@ -60,7 +60,7 @@ typedef float vec;
 #endif
 #define DV (DH / VW) /* vectors per row */
 
-/* The arguments of both variants (see the launcher, host/launch.c). */
+/* The arguments of both variants (see the launcher, host/ops/launch.c). */
 #define ATTENTION_ARGS \
     global const float *q, ulong q_off, int q_ld, ulong q_bstride, \
     global const float *kk, ulong k_off, int k_ld, ulong k_bstride, \

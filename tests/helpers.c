@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "runtime.h"
 
 uint64_t lf_test_seed(void)
 {

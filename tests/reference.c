@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "runtime.h"
 #include "plan.h"
 
 void lf_ref_resolve(lf_attention_config *c)

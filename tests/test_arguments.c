@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "runtime.h"
 #include "layer_case.h"
 #include "safetensors.h"
 

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "helpers.h"
-#include "internal.h"
+#include "runtime.h"
 
 static lf_context *ctx;
 static void setup(void) { ctx = lf_test_context(); }

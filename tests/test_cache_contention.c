@@ -7,7 +7,7 @@
  *     ignored and rewritten while several processes race on them, and the
  *     temporary file of a writer that died is removed.
  * Entries are written to a temporary file and renamed into place
- * (host/kernel_cache.c), so a reader sees a whole entry or none.
+ * (host/runtime/kernel_cache.c), so a reader sees a whole entry or none.
  * The test's own process opens no OpenCL context before it forks (PoCL's
  * threads do not survive fork); children report through their exit status.
  */
@@ -21,7 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "runtime.h"
 #include "layer_case.h"
 
 #define PROCS 4

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
-#include "internal.h"
+#include "runtime.h"
 
 static char tmpdir[64], folder[128];
 

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "helpers.h"
-#include "internal.h"
+#include "runtime.h"
 
 /* ---- Plain OpenCL objects of the host application ---- */
 

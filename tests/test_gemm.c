@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "helpers.h"
-#include "internal.h"
+#include "blas.h"
 
 static const char *const backends[] = {"clblast", "host"};
 #define FOR_EACH_BACKEND(ctx)                                                       \

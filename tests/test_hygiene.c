@@ -12,7 +12,7 @@
  * this test under it).
  *
  * Contexts are created 200 times, not 1000: each one takes the OpenCL context
- * the one before left (host/context.c keeps it, and with it CLBlast's GEMM
+ * the one before left (host/runtime/context.c keeps it, and with it CLBlast's GEMM
  * programs, which otherwise compile again: seconds per context on Intel's CPU
  * runtime), loads its kernels from the disk cache and runs a forward, ~50-100
  * ms, so 1000 would take a minute or more of the shared CI cores without

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "helpers.h"
-#include "internal.h"
+#include "runtime.h"
 
 static lf_context *ctx;
 static void setup(void)

@@ -17,7 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "runtime.h"
 #include "layer_case.h"
 #include "stages.h"
 

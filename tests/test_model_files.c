@@ -16,7 +16,7 @@
 #include "helpers.h"
 #include "model_case.h"
 #include "st_write.h"
-#include "internal.h"
+#include "runtime.h"
 #include "reference_model.h"
 #include "safetensors.h"
 

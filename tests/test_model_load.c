@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
-#include "internal.h"
+#include "runtime.h"
 #include "model_case.h"
 #include "reference_model.h"
 

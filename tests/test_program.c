@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
-#include "internal.h"
+#include "launch.h"
 
 #define SOFTMAX_FILE "softmax.cl"
 #define SOFTMAX_OPTS "-DWG=8"

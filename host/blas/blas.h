@@ -1,0 +1,39 @@
+/*
+ * blas.h - the blas module (host/blas/): GEMMs on the context's queue through
+ * CLBlast or the host's BLAS, and CLBlast's tuned parameters. The backend is
+ * chosen when the context is created (backend.c).
+ */
+#ifndef LF_BLAS_H
+#define LF_BLAS_H
+
+#include "runtime.h"
+
+/* ---- GEMM through CLBlast or the host's BLAS (gemm.c) ---- */
+/* Row-major C = alpha op(A) op(B) + beta C, `batch` times with the given
+ * strides (in elements) between the matrices of the batch. */
+typedef struct {
+    bool trans_a, trans_b;
+    size_t m, n, k;
+    float alpha, beta;
+    cl_mem a; size_t a_off, lda, a_stride;
+    cl_mem b; size_t b_off, ldb, b_stride;
+    cl_mem c; size_t c_off, ldc, c_stride;
+    size_t batch; /* 0 or 1 = one GEMM */
+    /* A row GEMM over a batch of sequences (batch 0, A not transposed): A's
+     * and C's m rows are sequences of seq_rows rows each. Every sequence is
+     * then its own GEMM of the same shape, so a row's bits never depend on how
+     * many sequences share the call (a BLAS blocks and threads by m). 0 = one
+     * GEMM over all m rows. */
+    size_t seq_rows;
+    const char *what; /* stage name in profiles; NULL = "gemm" */
+} lf_gemm_args;
+lf_status lf__gemm(lf_context *ctx, const lf_gemm_args *g, lf_timeline *t);
+/* lf_gemm_rate without the lock and the argument checks, with the median of
+ * `repeat` (1 to 5) timed runs (for the tuner). */
+lf_status lf__gemm_rate(lf_context *ctx, size_t m, size_t n, size_t k, int repeat, double *gflops);
+
+/* ---- Tuned CLBlast parameters (tune.c) ---- */
+/* Applies this device's stored parameters, if any; a bad entry is ignored. */
+void lf__tune_apply(lf_context *ctx);
+
+#endif

@@ -1,0 +1,314 @@
+/*
+ * gemm.c - row-major GEMM and strided-batched GEMM on the context's queue,
+ * through one of two backends chosen at context creation (backend.c):
+ *   clblast: CLBlast's kernels on the device (GPUs, and any device on request);
+ *   host:    the host's BLAS (OpenBLAS) on the buffers mapped into host memory.
+ *            On a CPU device the buffers already live there, so mapping copies
+ *            nothing and the GEMM runs at the host BLAS's rate.
+ */
+#include "blas.h" /* first: it fixes the OpenCL version the headers target */
+
+#include <cblas.h>
+#include <clblast_c.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *clblast_status_name(CLBlastStatusCode s)
+{
+    switch (s) {
+#define E(name) case CLBlast##name: return "CLBlast" #name;
+    E(Success) E(OpenCLCompilerNotAvailable) E(TempBufferAllocFailure) E(OpenCLOutOfResources)
+    E(OpenCLOutOfHostMemory) E(OpenCLBuildProgramFailure) E(InvalidValue) E(InvalidCommandQueue)
+    E(InvalidMemObject) E(InvalidBinary) E(InvalidBuildOptions) E(InvalidProgram)
+    E(InvalidProgramExecutable) E(InvalidKernelName) E(InvalidKernelDefinition) E(InvalidKernel)
+    E(InvalidArgIndex) E(InvalidArgValue) E(InvalidArgSize) E(InvalidKernelArgs)
+    E(InvalidLocalNumDimensions) E(InvalidLocalThreadsTotal) E(InvalidLocalThreadsDim)
+    E(InvalidGlobalOffset) E(InvalidEventWaitList) E(InvalidEvent) E(InvalidOperation)
+    E(InvalidBufferSize) E(InvalidGlobalWorkSize) E(NotImplemented) E(InvalidMatrixA)
+    E(InvalidMatrixB) E(InvalidMatrixC) E(InvalidVectorX) E(InvalidVectorY) E(InvalidDimension)
+    E(InvalidLeadDimA) E(InvalidLeadDimB) E(InvalidLeadDimC) E(InvalidIncrementX)
+    E(InvalidIncrementY) E(InsufficientMemoryA) E(InsufficientMemoryB) E(InsufficientMemoryC)
+    E(InsufficientMemoryX) E(InsufficientMemoryY) E(InsufficientMemoryTemp) E(InvalidBatchCount)
+    E(InvalidOverrideKernel) E(MissingOverrideParameter) E(InvalidLocalMemUsage)
+    E(NoHalfPrecision) E(NoDoublePrecision) E(InvalidVectorScalar) E(InsufficientMemoryScalar)
+    E(DatabaseError) E(UnknownError) E(UnexpectedError)
+#undef E
+    default: return "CLBlastUnknownStatus";
+    }
+}
+
+/* CLBlast 1.5's strided-batched GEMM uses a row-major B that is not
+ * transposed in place, without its padding copy, where B's rows are packed
+ * (ldb = n) and its tiles divide the sizes; it then reads B from the buffer's
+ * start, one packed k x n matrix after another, whatever offset and stride it
+ * was given (a 1536-row sequence's E x read the wrong rows). Such a B at an
+ * offset or another stride is first copied, packed, to a buffer of its own:
+ * the same values, so the same bits as a right in-place read. *packed is that
+ * buffer, NULL where none is needed. */
+static lf_status pack_b(lf_context *ctx, lf_gemm_args *g, cl_mem *packed)
+{
+    *packed = NULL;
+    const size_t size = g->k * g->n;
+    if (g->trans_b || g->ldb != g->n || (g->b_off == 0 && (g->batch == 1 || g->b_stride == size)))
+        return LF_OK;
+    LF_TRY(lf__alloc(ctx, g->batch * size * sizeof(float), "a packed copy of GEMM operand B", packed));
+    for (size_t i = 0; i < g->batch; i++) {
+        cl_int err = clEnqueueCopyBuffer(ctx->queue, g->b, *packed, (g->b_off + i * g->b_stride) * sizeof(float),
+                                         i * size * sizeof(float), size * sizeof(float), 0, NULL, NULL);
+        if (err != CL_SUCCESS) {
+            lf__release(packed);
+            return lf__cl_fail(ctx, err, "clEnqueueCopyBuffer (packing GEMM operand B)");
+        }
+    }
+    g->b = *packed, g->b_off = 0, g->b_stride = size;
+    return LF_OK;
+}
+
+static CLBlastStatusCode strided_batched(lf_context *ctx, const lf_gemm_args *g, lf_timeline *t)
+{
+    cl_command_queue q = ctx->queue;
+    return CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, g->trans_a ? CLBlastTransposeYes : CLBlastTransposeNo,
+                                      g->trans_b ? CLBlastTransposeYes : CLBlastTransposeNo, g->m, g->n, g->k,
+                                      g->alpha, g->a, g->a_off, g->lda, g->a_stride, g->b, g->b_off, g->ldb,
+                                      g->b_stride, g->beta, g->c, g->c_off, g->ldc, g->c_stride, g->batch, &q,
+                                      lf__event(t));
+}
+
+static lf_status gemm_clblast(lf_context *ctx, const lf_gemm_args *g, lf_timeline *t)
+{
+    const CLBlastTranspose ta = g->trans_a ? CLBlastTransposeYes : CLBlastTransposeNo;
+    const CLBlastTranspose tb = g->trans_b ? CLBlastTransposeYes : CLBlastTransposeNo;
+    cl_command_queue q = ctx->queue;
+    CLBlastStatusCode s;
+    /* per-sequence row GEMMs stay batched even for one sequence: CLBlast's
+     * batched kernels differ from its single one */
+    if (g->batch <= 1 && !g->seq_rows) {
+        s = CLBlastSgemm(CLBlastLayoutRowMajor, ta, tb, g->m, g->n, g->k, g->alpha, g->a, g->a_off,
+                         g->lda, g->b, g->b_off, g->ldb, g->beta, g->c, g->c_off, g->ldc, &q,
+                         lf__event(t));
+    } else {
+        lf_gemm_args p = *g;
+        cl_mem packed = NULL;
+        LF_TRY(pack_b(ctx, &p, &packed));
+        s = strided_batched(ctx, &p, t);
+        lf__release(&packed); /* the queued GEMM holds it until it has run */
+    }
+    if (s != CLBlastSuccess) {
+        lf_status st = (s == CLBlastTempBufferAllocFailure || s == CLBlastOpenCLOutOfHostMemory)
+                           ? LF_ERR_OUT_OF_MEMORY : LF_ERR_BLAS;
+        return lf__fail(ctx, st, "CLBlast GEMM %zux%zux%zu (batch %zu) failed: %s (%d)", g->m, g->n,
+                        g->k, g->batch, clblast_status_name(s), (int)s);
+    }
+    return LF_OK;
+}
+
+/* ---- Host backend ---- */
+
+/* One buffer mapped for the host: the element range [lo, hi) of `mem`. A
+ * buffer that holds several operands (A and B in one allocation) is mapped
+ * once over all of them, as overlapping maps for writing are undefined. */
+typedef struct {
+    cl_mem mem;
+    size_t lo, hi;
+    bool write;
+    float *ptr;
+} lf_mapping;
+
+/* Elements from the first to one past the last of a batch of rows x cols
+ * matrices with leading dimension ld, `stride` apart. */
+static size_t span(size_t rows, size_t cols, size_t ld, size_t stride, size_t batch)
+{
+    return (batch - 1) * stride + (rows - 1) * ld + cols;
+}
+
+static void add_range(lf_mapping *maps, int *count, cl_mem mem, size_t lo, size_t hi, bool write)
+{
+    for (int i = 0; i < *count; i++)
+        if (maps[i].mem == mem) {
+            if (lo < maps[i].lo) maps[i].lo = lo;
+            if (hi > maps[i].hi) maps[i].hi = hi;
+            maps[i].write |= write;
+            return;
+        }
+    maps[(*count)++] = (lf_mapping){mem, lo, hi, write, NULL};
+}
+
+static float *host_ptr(const lf_mapping *maps, int count, cl_mem mem, size_t off)
+{
+    for (int i = 0; i < count; i++)
+        if (maps[i].mem == mem) return maps[i].ptr + (off - maps[i].lo);
+    return NULL;
+}
+
+/* Unmaps what was mapped; the last unmap's event goes to the timeline, so the
+ * stage is charged from the command before it to the end of the host GEMM. */
+static lf_status unmap_all(lf_context *ctx, lf_mapping *maps, int count, lf_timeline *t, const char *what)
+{
+    cl_int first = CL_SUCCESS;
+    int last = count - 1;
+    while (last >= 0 && !maps[last].ptr) last--;
+    for (int i = 0; i <= last; i++) {
+        if (!maps[i].ptr) continue;
+        cl_int err = clEnqueueUnmapMemObject(ctx->queue, maps[i].mem, maps[i].ptr, 0, NULL,
+                                             i == last ? lf__event(t) : NULL);
+        if (err != CL_SUCCESS && first == CL_SUCCESS) first = err;
+        if (err == CL_SUCCESS && i == last) lf__event_done(t, what);
+    }
+    return first == CL_SUCCESS ? LF_OK : lf__cl_fail(ctx, first, "clEnqueueUnmapMemObject");
+}
+
+static void host_sgemm(const lf_gemm_args *g, const float *a, const float *b, float *c)
+{
+    const enum CBLAS_TRANSPOSE ta = g->trans_a ? CblasTrans : CblasNoTrans;
+    const enum CBLAS_TRANSPOSE tb = g->trans_b ? CblasTrans : CblasNoTrans;
+    const size_t batch = g->batch > 1 ? g->batch : 1;
+    for (size_t i = 0; i < batch; i++)
+        cblas_sgemm(CblasRowMajor, ta, tb, (int)g->m, (int)g->n, (int)g->k, g->alpha, a + i * g->a_stride,
+                    (int)g->lda, b + i * g->b_stride, (int)g->ldb, g->beta, c + i * g->c_stride, (int)g->ldc);
+}
+
+/* What CLBlast checks before it runs, so both backends refuse the same calls. */
+static lf_status check_host(lf_context *ctx, const lf_gemm_args *g, const lf_mapping *maps, int count)
+{
+    const size_t a_cols = g->trans_a ? g->m : g->k, b_cols = g->trans_b ? g->k : g->n;
+    if (g->lda < a_cols || g->ldb < b_cols || g->ldc < g->n)
+        return lf__fail(ctx, LF_ERR_BLAS, "host GEMM %zux%zux%zu: leading dimensions %zu, %zu, %zu are below the "
+                        "%zu, %zu, %zu elements of a row of A, B, C", g->m, g->n, g->k, g->lda, g->ldb, g->ldc,
+                        a_cols, b_cols, g->n);
+    for (int i = 0; i < count; i++) {
+        size_t bytes = 0;
+        cl_int err = clGetMemObjectInfo(maps[i].mem, CL_MEM_SIZE, sizeof bytes, &bytes, NULL);
+        if (err != CL_SUCCESS) return lf__cl_fail(ctx, err, "clGetMemObjectInfo(GEMM operand)");
+        if (maps[i].hi * sizeof(float) > bytes)
+            return lf__fail(ctx, LF_ERR_BLAS, "host GEMM %zux%zux%zu (batch %zu): the buffer of %s holds %zu bytes, "
+                            "needs %zu", g->m, g->n, g->k, g->batch, maps[i].mem == g->c ? "C" : maps[i].mem == g->b ? "B" : "A",
+                            bytes, maps[i].hi * sizeof(float));
+    }
+    return LF_OK;
+}
+
+static lf_status gemm_host(lf_context *ctx, const lf_gemm_args *g, lf_timeline *t)
+{
+    const size_t big = INT_MAX;
+    if (g->m > big || g->n > big || g->k > big || g->lda > big || g->ldb > big || g->ldc > big)
+        return lf__fail(ctx, LF_ERR_UNSUPPORTED, "host GEMM %zux%zux%zu: a size or leading dimension is over %d",
+                        g->m, g->n, g->k, INT_MAX);
+    const size_t batch = g->batch > 1 ? g->batch : 1;
+    lf_mapping maps[3];
+    int count = 0;
+    add_range(maps, &count, g->a, g->a_off, g->a_off + span(g->trans_a ? g->k : g->m, g->trans_a ? g->m : g->k,
+                                                             g->lda, g->a_stride, batch), false);
+    add_range(maps, &count, g->b, g->b_off, g->b_off + span(g->trans_b ? g->n : g->k, g->trans_b ? g->k : g->n,
+                                                             g->ldb, g->b_stride, batch), false);
+    add_range(maps, &count, g->c, g->c_off, g->c_off + span(g->m, g->n, g->ldc, g->c_stride, batch), true);
+    LF_TRY(check_host(ctx, g, maps, count));
+    /* Blocking maps: the in-order queue first finishes what writes the inputs. */
+    cl_int err = CL_SUCCESS;
+    for (int i = 0; i < count && err == CL_SUCCESS; i++) {
+        const cl_map_flags flags = maps[i].write ? CL_MAP_READ | CL_MAP_WRITE : CL_MAP_READ;
+        maps[i].ptr = clEnqueueMapBuffer(ctx->queue, maps[i].mem, CL_TRUE, flags, maps[i].lo * sizeof(float),
+                                         (maps[i].hi - maps[i].lo) * sizeof(float), 0, NULL, NULL, &err);
+        if (err != CL_SUCCESS) maps[i].ptr = NULL;
+    }
+    if (err == CL_SUCCESS)
+        host_sgemm(g, host_ptr(maps, count, g->a, g->a_off), host_ptr(maps, count, g->b, g->b_off),
+                   host_ptr(maps, count, g->c, g->c_off));
+    lf_status st = unmap_all(ctx, maps, count, t, g->what ? g->what : "gemm");
+    if (err != CL_SUCCESS)
+        return lf__fail(ctx, err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_HOST_MEMORY
+                                 ? LF_ERR_OUT_OF_MEMORY : LF_ERR_OPENCL,
+                        "host GEMM %zux%zux%zu (batch %zu): mapping an operand failed: %s", g->m, g->n, g->k,
+                        g->batch, lf_cl_error_string(err));
+    return st;
+}
+
+/* A row GEMM over sequences as a strided batch of one GEMM per sequence. */
+static lf_gemm_args per_sequence(const lf_gemm_args *g)
+{
+    lf_gemm_args s = *g;
+    s.m = g->seq_rows;
+    s.batch = g->m / g->seq_rows;
+    s.a_stride = g->seq_rows * g->lda;
+    s.b_stride = 0;
+    s.c_stride = g->seq_rows * g->ldc;
+    return s;
+}
+
+lf_status lf__gemm(lf_context *ctx, const lf_gemm_args *g, lf_timeline *t)
+{
+    if (g->m == 0 || g->n == 0 || g->k == 0) return LF_OK;
+    if (g->seq_rows && (g->trans_a || g->batch > 1 || g->m % g->seq_rows))
+        return lf__fail(ctx, LF_ERR_ARGUMENT, "GEMM %zux%zux%zu: %zu rows are not whole sequences of %zu rows",
+                        g->m, g->n, g->k, g->m, g->seq_rows);
+    const lf_gemm_args s = g->seq_rows ? per_sequence(g) : *g;
+    if (ctx->gemm == LF_GEMM_HOST) return gemm_host(ctx, &s, t);
+    LF_TRY(gemm_clblast(ctx, &s, t));
+    lf__event_done(t, g->what ? g->what : "gemm");
+    return LF_OK;
+}
+
+/* ---- The yardstick ---- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* One GEMM timed from a marker before it (CLBlast's own event covers only the
+ * last of its kernels) to its end. */
+static lf_status timed_gemm(lf_context *ctx, const lf_gemm_args *g, double *ms)
+{
+    lf_timeline t = {0};
+    cl_int err = clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, lf__event(&t));
+    if (err != CL_SUCCESS) return lf__cl_fail(ctx, err, "clEnqueueMarkerWithWaitList");
+    lf__event_done(&t, NULL);
+    lf_status st = lf__gemm(ctx, g, &t);
+    if (st == LF_OK) st = lf__timeline_ms(ctx, &t, ms);
+    lf__timeline_reset(&t);
+    return st;
+}
+
+#define LF_RATE_REPEAT 5
+
+lf_status lf__gemm_rate(lf_context *ctx, size_t m, size_t n, size_t k, int repeat, double *gflops)
+{
+    if (repeat < 1 || repeat > LF_RATE_REPEAT) repeat = LF_RATE_REPEAT;
+    float *host = malloc((m > n ? m : n) * k * sizeof *host);
+    if (!host) return lf__fail(ctx, LF_ERR_OUT_OF_MEMORY, "out of host memory for a %zu x %zu matrix", m > n ? m : n, k);
+    for (size_t i = 0; i < (m > n ? m : n) * k; i++) host[i] = (float)(i % 17) / 17.0f - 0.5f;
+    cl_mem a = NULL, b = NULL, c = NULL;
+    lf_status st = lf__alloc(ctx, m * k * sizeof(float), "GEMM A", &a);
+    if (st == LF_OK) st = lf__alloc(ctx, n * k * sizeof(float), "GEMM B", &b);
+    if (st == LF_OK) st = lf__alloc(ctx, m * n * sizeof(float), "GEMM C", &c);
+    if (st == LF_OK) st = lf__upload(ctx, a, 0, host, m * k * sizeof(float));
+    if (st == LF_OK) st = lf__upload(ctx, b, 0, host, n * k * sizeof(float));
+    /* C = A B^T, as the layer's projections x W^T */
+    const lf_gemm_args g = {.trans_b = true, .m = m, .n = n, .k = k, .alpha = 1.0f,
+                            .a = a, .lda = k, .b = b, .ldb = k, .c = c, .ldc = n};
+    double ms[LF_RATE_REPEAT + 1];
+    for (int r = 0; st == LF_OK && r <= repeat; r++) st = timed_gemm(ctx, &g, &ms[r]);
+    if (st == LF_OK) { /* ms[0] is the warm-up */
+        qsort(ms + 1, (size_t)repeat, sizeof *ms, cmp_double);
+        const double median = ms[1 + repeat / 2];
+        *gflops = median > 0 ? 2.0 * (double)m * n * k / (median * 1e6) : 0.0;
+    }
+    lf__release(&a), lf__release(&b), lf__release(&c);
+    free(host);
+    return st;
+}
+
+lf_status lf_gemm_rate(lf_context *ctx, size_t m, size_t n, size_t k, double *gflops)
+{
+    if (!ctx) return LF_ERR_ARGUMENT;
+    if (!gflops) return lf__fail(ctx, LF_ERR_ARGUMENT, "gflops is NULL");
+    if (m == 0 || n == 0 || k == 0)
+        return lf__fail(ctx, LF_ERR_ARGUMENT, "GEMM sizes must be positive, got m %zu, n %zu, k %zu", m, n, k);
+    if (!ctx->profiling)
+        return lf__fail(ctx, LF_ERR_UNSUPPORTED, "the queue was created without CL_QUEUE_PROFILING_ENABLE");
+    pthread_mutex_lock(&ctx->lock);
+    lf_status st = lf__gemm_rate(ctx, m, n, k, LF_RATE_REPEAT, gflops);
+    pthread_mutex_unlock(&ctx->lock);
+    return st;
+}

@@ -1,0 +1,192 @@
+/* kernel_params.c - the table of kernel parameters and its override (kernel_params.h). */
+#define _GNU_SOURCE /* strcasestr */
+#include "kernel_params.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime.h"
+
+#define FAIL(...) (lf__fail_buf(msg, msg_size, LF_ERR_ARGUMENT, "LINFORMER_KERNEL_PARAMS: " __VA_ARGS__))
+
+/*
+ * The table, most specific rows first; a device takes the first row that
+ * serves it. A row for one vendor's devices goes above the generic row of
+ * their type. The generic rows are also what variant=cpu|gpu starts from.
+ */
+static const lf_kernel_params_row table[] = {
+    /* CPU devices: 16 queries a work-item, 8 work-items a group laid across
+     * heads (bench/NOTES.md, item 9); softmax and LayerNorm groups as on GPUs;
+     * elementwise runs of four float16s in groups of one (item 14: larger
+     * groups make Intel's compiler gather across work-items) */
+    {LF_DEVICE_CPU, NULL,
+     {.variant = LF_VARIANT_CPU, .tile_keys = 32, .tile_queries = 8, .query_block = 16, .softmax_group = 256,
+      .layernorm_group = 128, .vector_width = 16, .vector_run = 4, .elementwise_group = 1}},
+    /* every other device: one query a work-item, 64 a group, 32 keys a tile;
+     * one float a work-item of the elementwise kernels */
+    {LF_DEVICE_GPU | LF_DEVICE_ACCELERATOR | LF_DEVICE_OTHER, NULL,
+     {.variant = LF_VARIANT_GPU, .tile_keys = 32, .tile_queries = 64, .query_block = 1, .softmax_group = 256,
+      .layernorm_group = 128, .vector_width = 1, .vector_run = 1, .elementwise_group = 0}},
+};
+#define TABLE_ROWS (sizeof table / sizeof table[0])
+
+/* The override's integer keys, in the order they are printed, with their ranges. */
+static const struct {
+    const char *key;
+    size_t offset;
+    int min, max;
+} keys[] = {
+    {"tk", offsetof(lf_kernel_params, tile_keys), 1, 1024},
+    {"tq", offsetof(lf_kernel_params, tile_queries), 1, 4096},
+    {"qb", offsetof(lf_kernel_params, query_block), 1, 16},
+    {"softmax_wg", offsetof(lf_kernel_params, softmax_group), 1, 4096},
+    {"layernorm_wg", offsetof(lf_kernel_params, layernorm_group), 1, 4096},
+    {"vw", offsetof(lf_kernel_params, vector_width), 1, 16},
+    {"run", offsetof(lf_kernel_params, vector_run), 1, 64},
+    {"elementwise_wg", offsetof(lf_kernel_params, elementwise_group), 0, 4096},
+};
+#define KEYS (int)(sizeof keys / sizeof keys[0])
+#define VARIANT_KEY KEYS /* the index of "variant" among the values parsed */
+
+static int *field(lf_kernel_params *p, int key) { return (int *)((char *)p + keys[key].offset); }
+static int value_of(const lf_kernel_params *p, int key) { return *(const int *)((const char *)p + keys[key].offset); }
+static const char *variant_name(lf_kernel_variant v) { return v == LF_VARIANT_CPU ? "cpu" : "gpu"; }
+
+const lf_kernel_params *lf__kernel_params_match(const lf_kernel_params_row *rows, size_t count,
+                                                const lf_device_info *dev)
+{
+    for (size_t i = 0; i < count; i++)
+        if ((rows[i].types & dev->type) && (!rows[i].vendor || strcasestr(dev->vendor, rows[i].vendor)))
+            return &rows[i].params;
+    return NULL;
+}
+
+/* The generic row of a variant: the first row for any vendor that takes it. */
+static lf_kernel_params generic(lf_kernel_variant v)
+{
+    for (size_t i = 0; i < TABLE_ROWS; i++)
+        if (!table[i].vendor && table[i].params.variant == v) return table[i].params;
+    return table[TABLE_ROWS - 1].params; /* not reached: the table has a generic row of each */
+}
+
+/* The index of a key of klen characters: keys[] or VARIANT_KEY; -1 when unknown. */
+static int find_key(const char *key, int klen)
+{
+    for (int k = 0; k < KEYS; k++)
+        if (strlen(keys[k].key) == (size_t)klen && !strncmp(keys[k].key, key, (size_t)klen)) return k;
+    return klen == 7 && !strncmp(key, "variant", 7) ? VARIANT_KEY : -1;
+}
+
+/* "variant, tk, ... and layernorm_wg", for the message of an unknown key. */
+static void key_names(char *out, size_t size)
+{
+    size_t used = (size_t)snprintf(out, size, "variant");
+    for (int k = 0; k < KEYS && used < size; k++)
+        used += (size_t)snprintf(out + used, size - used, "%s%s", k + 1 < KEYS ? ", " : " and ", keys[k].key);
+}
+
+/* A value of vlen characters for key into *out. */
+static lf_status parse_value(int key, const char *value, int vlen, int *out, char *msg, size_t msg_size)
+{
+    char text[32] = ""; /* a longer value is refused whole */
+    if (vlen < (int)sizeof text) memcpy(text, value, (size_t)vlen);
+    if (key == VARIANT_KEY) {
+        if (strcmp(text, "cpu") != 0 && strcmp(text, "gpu") != 0)
+            return FAIL("variant must be cpu or gpu, got \"%.*s\"", vlen, value);
+        *out = text[0] == 'c' ? LF_VARIANT_CPU : LF_VARIANT_GPU;
+        return LF_OK;
+    }
+    char *end = NULL;
+    errno = 0;
+    const long v = strtol(text, &end, 10);
+    if (!isdigit((unsigned char)text[0]) || *end || errno || v < keys[key].min || v > keys[key].max)
+        return FAIL("%s must be an integer from %d to %d, got \"%.*s\"", keys[key].key, keys[key].min,
+                    keys[key].max, vlen, value);
+    *out = (int)v;
+    return LF_OK;
+}
+
+/* One "key=value" entry of len characters into values[] (by the key's index). */
+static lf_status parse_entry(const char *entry, size_t len, int values[], bool given[], char *msg, size_t msg_size)
+{
+    if (len == 0) return FAIL("an empty entry; write key=value pairs separated by commas");
+    const char *eq = memchr(entry, '=', len);
+    if (!eq) return FAIL("\"%.*s\" is not key=value", (int)len, entry);
+    const int klen = (int)(eq - entry), key = find_key(entry, klen);
+    if (key < 0) {
+        char known[160];
+        key_names(known, sizeof known);
+        return FAIL("unknown key \"%.*s\"; the keys are %s", klen, entry, known);
+    }
+    if (given[key]) return FAIL("%.*s is given twice", klen, entry);
+    given[key] = true;
+    return parse_value(key, eq + 1, (int)(len - (size_t)klen - 1), &values[key], msg, msg_size);
+}
+
+/* QB 1 is the GPU variant's kernel; the CPU variant's QB is a vector width, as vw is. */
+static lf_status check_widths(const lf_kernel_params *p, char *msg, size_t msg_size)
+{
+    const int qb = p->query_block, vw = p->vector_width;
+    if (vw & (vw - 1)) return FAIL("vw must be 1, 2, 4, 8 or 16, got vw=%d", vw);
+    if (p->variant == LF_VARIANT_GPU && qb != 1) return FAIL("variant=gpu takes qb=1, got qb=%d", qb);
+    if (p->variant == LF_VARIANT_CPU && (qb < 2 || (qb & (qb - 1))))
+        return FAIL("variant=cpu takes qb=2, 4, 8 or 16, got qb=%d", qb);
+    return LF_OK;
+}
+
+lf_status lf__kernel_params_parse(const char *text, lf_kernel_params *p, char *msg, size_t msg_size)
+{
+    int values[KEYS + 1] = {0};
+    bool given[KEYS + 1] = {false};
+    for (const char *s = text;; s++) {
+        const size_t len = strcspn(s, ",");
+        LF_TRY(parse_entry(s, len, values, given, msg, msg_size));
+        s += len;
+        if (!*s) break;
+    }
+    lf_kernel_params q = given[VARIANT_KEY] ? generic((lf_kernel_variant)values[VARIANT_KEY]) : *p;
+    for (int key = 0; key < KEYS; key++)
+        if (given[key]) *field(&q, key) = values[key];
+    LF_TRY(check_widths(&q, msg, msg_size));
+    *p = q;
+    return LF_OK;
+}
+
+lf_status lf__kernel_params(const lf_device_info *dev, lf_kernel_params *out, char *msg, size_t msg_size)
+{
+    const lf_kernel_params *row = lf__kernel_params_match(table, TABLE_ROWS, dev);
+    *out = row ? *row : generic(LF_VARIANT_GPU);
+    /* The variable this one replaced is refused, not ignored: a setting that silently stopped working misleads. */
+    const char *old = getenv("LINFORMER_KERNEL_VARIANT");
+    if (old)
+        return lf__fail_buf(msg, msg_size, LF_ERR_ARGUMENT,
+                            "LINFORMER_KERNEL_VARIANT is no longer read: "
+                            "set LINFORMER_KERNEL_PARAMS=variant=%.16s instead", old);
+    const char *env = getenv("LINFORMER_KERNEL_PARAMS");
+    return env && *env ? lf__kernel_params_parse(env, out, msg, msg_size) : LF_OK;
+}
+
+void lf__kernel_params_format(const lf_kernel_params *p, char *out, size_t size)
+{
+    size_t used = (size_t)snprintf(out, size, "variant=%s", variant_name(p->variant));
+    for (int key = 0; key < KEYS && used < size; key++)
+        used += (size_t)snprintf(out + used, size - used, ",%s=%d", keys[key].key, value_of(p, key));
+}
+
+lf_status lf_context_kernel_params(lf_context *ctx, char *out, size_t size)
+{
+    if (!ctx) return LF_ERR_ARGUMENT;
+    if (!out || size == 0) return lf__fail(ctx, LF_ERR_ARGUMENT, "out is NULL or size is 0");
+    lf_kernel_params p;
+    char msg[LF_MSG_SIZE];
+    const lf_status st = lf__kernel_params(&ctx->info, &p, msg, sizeof msg);
+    pthread_mutex_lock(&ctx->lock);
+    if (st != LF_OK) lf__fail(ctx, st, "%s", msg);
+    pthread_mutex_unlock(&ctx->lock);
+    if (st == LF_OK) lf__kernel_params_format(&p, out, size);
+    return st;
+}

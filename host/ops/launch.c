@@ -1,0 +1,206 @@
+/* launch.c - the typed launchers of launch.h. */
+#include "launch.h"
+#include "kernel_params.h"
+
+#include <limits.h>
+#include <stdio.h>
+
+typedef struct {
+    size_t size;
+    const void *value;
+} lf_arg;
+#define ARG(v) ((lf_arg){sizeof(v), &(v)})
+#define ARGS(...) (const lf_arg[]){__VA_ARGS__}, sizeof((const lf_arg[]){__VA_ARGS__}) / sizeof(lf_arg)
+
+/* Sets every argument of k; the count must be the kernel's own. */
+static lf_status set_args(lf_context *ctx, cl_kernel k, const char *what, const lf_arg *args, size_t count)
+{
+    cl_uint want = 0;
+    LF_CL_CHECK(ctx, clGetKernelInfo(k, CL_KERNEL_NUM_ARGS, sizeof want, &want, NULL),
+                "clGetKernelInfo(CL_KERNEL_NUM_ARGS)");
+    if (want != count)
+        return lf__fail(ctx, LF_ERR_STATE, "%s takes %u arguments, its launcher gives %zu", what, want, count);
+    for (size_t i = 0; i < count; i++) {
+        cl_int err = clSetKernelArg(k, (cl_uint)i, args[i].size, args[i].value);
+        if (err != CL_SUCCESS)
+            return lf__fail(ctx, LF_ERR_OPENCL, "%s: setting argument %zu failed: %s", what, i,
+                            lf_cl_error_string(err));
+    }
+    return LF_OK;
+}
+
+static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
+
+lf_status lf__launch(lf_context *ctx, cl_kernel k, const char *what, cl_uint dims,
+                     const size_t *global, const size_t *local, lf_timeline *t)
+{
+    cl_int err = clEnqueueNDRangeKernel(ctx->queue, k, dims, NULL, global, local, 0, NULL, lf__event(t));
+    if (err != CL_SUCCESS) return lf__cl_fail(ctx, err, what);
+    lf__event_done(t, what);
+    return LF_OK;
+}
+
+/* This context's device's kernel parameters (kernel_params.h) and the
+ * elementwise kernels' -D options from them. */
+static lf_status elementwise_params(lf_context *ctx, lf_kernel_params *kp, char *opts, size_t size)
+{
+    char msg[256];
+    if (lf__kernel_params(&ctx->info, kp, msg, sizeof msg) != LF_OK) return lf__fail(ctx, LF_ERR_ARGUMENT, "%s", msg);
+    snprintf(opts, size, "-DVW=%d -DRUN=%d", kp->vector_width, kp->vector_run);
+    return LF_OK;
+}
+
+/* Launches an elementwise kernel on (items, rows) work-items, in work-groups
+ * of kp's elementwise group (at most the device's) along items, or of the
+ * runtime's choice when that is 0. */
+static lf_status launch_elementwise(lf_context *ctx, cl_kernel k, const char *what, const lf_kernel_params *kp,
+                                    size_t items, size_t rows, lf_timeline *tl)
+{
+    size_t g = kp->elementwise_group ? (size_t)kp->elementwise_group : 1;
+    if (g > ctx->info.max_work_group_size) g = ctx->info.max_work_group_size;
+    const size_t local[2] = {g, 1}, global[2] = {round_up(items, g), rows};
+    return lf__launch(ctx, k, what, 2, global, kp->elementwise_group ? local : NULL, tl);
+}
+
+/* Work-group of the attention kernel's CPU variant, tq work-items: as many
+ * heads of the same queries as divide the head count, so that one group
+ * reads the same rows of Q and writes the same rows of O (their cache lines
+ * and pages) rather than a row apiece in every head's pass. */
+static void cpu_group(size_t tq, int heads, size_t local[3])
+{
+    size_t hg = 1;
+    for (size_t g = 2; g <= tq; g++)
+        if (heads % (int)g == 0) hg = g;
+    local[0] = tq / hg, local[1] = hg, local[2] = 1;
+}
+
+lf_status lf__launch_attention_tiled(lf_context *ctx, const lf_attention_tiled_args *a, lf_timeline *t)
+{
+    char opts[128];
+    const int blk = a->query_block > 1 ? a->query_block : 1;
+    snprintf(opts, sizeof opts, "-DDH=%d -DTK=%d -DVW=%d -DCAUSAL=%d -DQB=%d", a->d_head, a->tile_keys,
+             a->d_head % 4 == 0 ? 4 : 1, a->causal, blk);
+    cl_kernel k;
+    size_t tq = 1;
+    LF_TRY(lf__kernel_sized(ctx, "attention.cl", opts, "attention_tiled", "TQ", a->tile_queries, 1, &k, &tq));
+    const cl_ulong qo = a->q.off, ko = a->k.off, vo = a->v.off, oo = a->o.off;
+    const cl_ulong qb = a->q.bstride, kb = a->k.bstride, vb = a->v.bstride, ob = a->o.bstride;
+    const int window = a->window > 0 ? a->window : 1;
+    const lf_view sk = a->self_k.buf ? a->self_k : a->k, sv = a->self_v.buf ? a->self_v : a->v; /* unused unless causal */
+    const cl_ulong sko = sk.off, svo = sv.off, skb = sk.bstride, svb = sv.bstride;
+    LF_TRY(set_args(ctx, k, "attention_tiled",
+                    ARGS(ARG(a->q.buf), ARG(qo), ARG(a->q.ld), ARG(qb), ARG(a->k.buf), ARG(ko), ARG(a->k.ld), ARG(kb),
+                         ARG(a->v.buf), ARG(vo), ARG(a->v.ld), ARG(vb), ARG(a->o.buf), ARG(oo), ARG(a->o.ld), ARG(ob),
+                         ARG(sk.buf), ARG(sko), ARG(sk.ld), ARG(skb), ARG(sv.buf), ARG(svo), ARG(sv.ld), ARG(svb),
+                         ARG(a->lengths), ARG(a->n_rows), ARG(a->key_count), ARG(a->heads), ARG(a->kv_heads),
+                         ARG(a->scale), ARG(window))));
+    size_t local[3] = {tq, 1, 1};
+    if (blk > 1) cpu_group(tq, a->heads, local);
+    const size_t items = ((size_t)a->n_rows + blk - 1) / blk;
+    const size_t global[3] = {round_up(items, local[0]), (size_t)a->heads, (size_t)a->batch};
+    return lf__launch(ctx, k, "attention_tiled", 3, global, local, t);
+}
+
+lf_status lf__launch_softmax_rows(lf_context *ctx, const lf_softmax_rows_args *a, lf_timeline *t)
+{
+    cl_kernel k;
+    size_t wg = 1;
+    LF_TRY(lf__kernel_sized(ctx, "softmax.cl", "", "softmax_rows", "WG", a->group, 1, &k, &wg));
+    const int causal = a->causal;
+    LF_TRY(set_args(ctx, k, "softmax_rows", ARGS(ARG(a->scores), ARG(a->ld), ARG(a->n_rows), ARG(a->rows_valid),
+                                                 ARG(a->cols_valid), ARG(causal))));
+    const size_t local[2] = {wg, 1}, global[2] = {wg, a->count * (size_t)a->n_rows};
+    return lf__launch(ctx, k, "softmax_rows", 2, global, local, t);
+}
+
+lf_status lf__launch_bias_rows(lf_context *ctx, const lf_bias_rows_args *a, lf_timeline *t)
+{
+    if (!a->has_bias && !a->mask) return LF_OK;
+    cl_kernel k;
+    LF_TRY(lf__kernel(ctx, "elementwise.cl", "", "bias_rows", &k));
+    const cl_ulong off = a->y_off, boff = a->bias_off;
+    const int has_bias = a->has_bias, mask = a->mask;
+    const cl_mem bias = a->bias ? a->bias : a->y; /* never read without has_bias */
+    LF_TRY(set_args(ctx, k, "bias_rows",
+                    ARGS(ARG(a->y), ARG(off), ARG(a->ld), ARG(a->cols), ARG(bias), ARG(boff), ARG(has_bias),
+                         ARG(a->lengths), ARG(a->rows_per_seq), ARG(mask))));
+    const size_t global[2] = {(size_t)a->cols, (size_t)a->rows};
+    return lf__launch(ctx, k, "bias_rows", 2, global, NULL, t);
+}
+
+lf_status lf__launch_seq_project_window(lf_context *ctx, const lf_seq_project_window_args *a, lf_timeline *t)
+{
+    cl_kernel k;
+    LF_TRY(lf__kernel(ctx, "seq_project.cl", a->max ? "-DWINDOW_MAX=1" : "-DWINDOW_MAX=0", "seq_project_window", &k));
+    const cl_ulong ioff = a->in_off, ooff = 0;
+    const cl_mem weights = a->weights ? a->weights : a->in; /* never read by max pooling */
+    LF_TRY(set_args(ctx, k, "seq_project_window",
+                    ARGS(ARG(a->in), ARG(ioff), ARG(a->in_ld), ARG(a->in_gstride), ARG(a->n), ARG(a->out), ARG(ooff),
+                         ARG(a->out_ld), ARG(weights), ARG(a->window), ARG(a->w_gstride), ARG(a->w_hstride),
+                         ARG(a->head_cols), ARG(a->lengths), ARG(a->cols), ARG(a->k), ARG(a->groups))));
+    const size_t global[3] = {(size_t)a->cols, (size_t)a->k, (size_t)a->batch * a->groups};
+    return lf__launch(ctx, k, "seq_project_window", 3, global, NULL, t);
+}
+
+lf_status lf__launch_layernorm(lf_context *ctx, const lf_layernorm_args *a, lf_timeline *t)
+{
+    lf_kernel_params kp;
+    LF_TRY(elementwise_params(ctx, &kp, NULL, 0)); /* float4s whatever the variant: no -D options */
+    const bool cpu = kp.variant == LF_VARIANT_CPU; /* a row a work-item; else a work-group a row */
+    cl_kernel k;
+    size_t wg = 1;
+    if (cpu) LF_TRY(lf__kernel(ctx, "layernorm.cl", "", "layernorm_rows_cpu", &k));
+    else LF_TRY(lf__kernel_sized(ctx, "layernorm.cl", "", "layernorm_rows", "WG", a->group, 1, &k, &wg));
+    const int has_r = a->has_r, write_sum = a->write_sum;
+    const cl_mem r = a->r ? a->r : a->x; /* never read without has_r */
+    LF_TRY(set_args(ctx, k, cpu ? "layernorm_rows_cpu" : "layernorm_rows",
+                    ARGS(ARG(a->x), ARG(r), ARG(a->out), ARG(a->gamma), ARG(a->beta), ARG(a->d), ARG(a->eps),
+                         ARG(has_r), ARG(write_sum), ARG(a->rows))));
+    if (cpu) return launch_elementwise(ctx, k, "layernorm", &kp, (size_t)a->rows, 1, t);
+    const size_t local[2] = {wg, 1}, global[2] = {wg, (size_t)a->rows};
+    return lf__launch(ctx, k, "layernorm", 2, global, local, t);
+}
+
+lf_status lf__launch_bias_act(lf_context *ctx, const lf_bias_act_args *a, lf_timeline *t)
+{
+    lf_kernel_params kp;
+    char shape[64], opts[128];
+    LF_TRY(elementwise_params(ctx, &kp, shape, sizeof shape));
+    snprintf(opts, sizeof opts, "-DACT=%d -DGLU=%d %s", (int)a->act, a->glu ? 1 : 0, shape);
+    cl_kernel k;
+    LF_TRY(lf__kernel(ctx, "activation.cl", opts, "bias_act", &k));
+    const int has_bias = a->has_bias;
+    const cl_mem bias = a->bias ? a->bias : a->y; /* never read without has_bias */
+    LF_TRY(set_args(ctx, k, "bias_act", ARGS(ARG(a->y), ARG(a->ld), ARG(a->cols), ARG(bias), ARG(has_bias))));
+    const size_t per_item = (size_t)kp.vector_width * kp.vector_run;
+    return launch_elementwise(ctx, k, "bias_act", &kp, ((size_t)a->cols + per_item - 1) / per_item,
+                              (size_t)a->rows, t);
+}
+
+lf_status lf__launch_copy(lf_context *ctx, const lf_copy_args *a, lf_timeline *t)
+{
+    if (a->count > INT_MAX) return lf__fail(ctx, LF_ERR_ARGUMENT, "copy of %zu floats: at most %d", a->count, INT_MAX);
+    lf_kernel_params kp;
+    char shape[64], opts[128];
+    LF_TRY(elementwise_params(ctx, &kp, shape, sizeof shape));
+    snprintf(opts, sizeof opts, "-DACT=0 -DGLU=0 %s", shape); /* the program of bias_act without an activation */
+    cl_kernel k;
+    LF_TRY(lf__kernel(ctx, "activation.cl", opts, "copy_floats", &k));
+    const int count = (int)a->count;
+    LF_TRY(set_args(ctx, k, "copy_floats", ARGS(ARG(a->src), ARG(a->dst), ARG(count))));
+    const size_t per_item = (size_t)kp.vector_width * kp.vector_run;
+    return launch_elementwise(ctx, k, "copy", &kp, (a->count + per_item - 1) / per_item, 1, t);
+}
+
+lf_status lf__launch_embed(lf_context *ctx, const lf_embed_args *a, lf_timeline *t)
+{
+    cl_kernel k;
+    LF_TRY(lf__kernel(ctx, "embedding.cl", "", "embed_tokens", &k));
+    const int has_pos = a->pos != NULL;
+    const cl_mem pos = a->pos ? a->pos : a->tok; /* never read without has_pos */
+    LF_TRY(set_args(ctx, k, "embed_tokens",
+                    ARGS(ARG(a->tokens), ARG(a->tok), ARG(pos), ARG(has_pos), ARG(a->pos_offset), ARG(a->scale),
+                         ARG(a->out), ARG(a->d), ARG(a->n), ARG(a->lengths))));
+    const size_t global[2] = {(size_t)a->d, (size_t)a->batch * a->n};
+    return lf__launch(ctx, k, "embed", 2, global, NULL, t);
+}

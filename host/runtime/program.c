@@ -1,0 +1,268 @@
+/*
+ * program.c - build kernels once per context, from the sources built into the
+ * library (or LINFORMER_KERNEL_DIR), through the disk cache of kernel_cache.c.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime.h"
+#include "kernel_cache.h"
+#include "kernels.h"
+
+#define LF_MAX_KERNELS 16
+
+typedef struct {
+    char name[64];
+    cl_kernel kernel;
+} lf_kernel_slot;
+
+struct lf_program_entry {
+    char *file, *options;
+    cl_program program;
+    lf_kernel_slot kernels[LF_MAX_KERNELS];
+    lf_program_entry *next;
+};
+
+/* ---- Sources: built in, or from LINFORMER_KERNEL_DIR ---- */
+
+static lf_status kernel_source(lf_context *ctx, const char *file, char **text, size_t *size)
+{
+    const char *dir = getenv("LINFORMER_KERNEL_DIR");
+    if (dir && *dir) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, file);
+        if (lf__read_file(path, true, text, size) != LF_OK)
+            return lf__fail(ctx, LF_ERR_IO, "cannot read kernel source %s (LINFORMER_KERNEL_DIR): %s",
+                            path, errno == EINVAL ? "not a regular file" : strerror(errno));
+        return LF_OK;
+    }
+    for (const lf_embedded_file *s = lf_kernel_sources; s->name; s++) {
+        if (strcmp(s->name, file) != 0) continue;
+        *text = malloc(s->size + 1);
+        if (!*text) return lf__fail(ctx, LF_ERR_OUT_OF_MEMORY, "out of host memory for %s", file);
+        memcpy(*text, s->text, s->size);
+        (*text)[s->size] = 0;
+        *size = s->size;
+        return LF_OK;
+    }
+    return lf__fail(ctx, LF_ERR_ARGUMENT, "no kernel source named %s in the library", file);
+}
+
+/* ---- Building ---- */
+
+/* A program's build log without its trailing blanks, malloc'd; NULL without memory. */
+static char *build_log(lf_context *ctx, cl_program p)
+{
+    size_t size = 0;
+    clGetProgramBuildInfo(p, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &size);
+    char *log = malloc(size + 1);
+    if (!log) return NULL;
+    log[0] = 0;
+    clGetProgramBuildInfo(p, ctx->device, CL_PROGRAM_BUILD_LOG, size, log, NULL);
+    log[size] = 0;
+    size_t used = strlen(log);
+    while (used && (log[used - 1] == '\n' || log[used - 1] == ' ')) log[--used] = 0;
+    return log;
+}
+
+static lf_status build(lf_context *ctx, cl_program program, const char *file, const char *options)
+{
+    cl_int err = clBuildProgram(program, 1, &ctx->device, options, NULL, NULL);
+    if (err == CL_SUCCESS) return LF_OK;
+    char *log = build_log(ctx, program);
+    lf__fail(ctx, err == CL_BUILD_PROGRAM_FAILURE ? LF_ERR_BUILD : LF_ERR_OPENCL,
+             "building %s with \"%s\" failed: %s; build log:\n%s", file, options,
+             lf_cl_error_string(err), log ? log : "(no memory for the log)");
+    free(log);
+    return err == CL_BUILD_PROGRAM_FAILURE ? LF_ERR_BUILD : LF_ERR_OPENCL;
+}
+
+static lf_status program_from_binary(lf_context *ctx, const unsigned char *bin, size_t len,
+                                     const char *options, cl_program *out)
+{
+    cl_int status = CL_SUCCESS, err;
+    cl_program p = clCreateProgramWithBinary(ctx->cl, 1, &ctx->device, &len, &bin, &status, &err);
+    if (err != CL_SUCCESS || status != CL_SUCCESS) {
+        if (p) clReleaseProgram(p);
+        return LF_ERR_OPENCL;
+    }
+    if (clBuildProgram(p, 1, &ctx->device, options, NULL, NULL) != CL_SUCCESS) {
+        clReleaseProgram(p);
+        return LF_ERR_OPENCL;
+    }
+    *out = p;
+    return LF_OK;
+}
+
+static void store_binary(lf_context *ctx, cl_program p, const char *path, const char *key)
+{
+    size_t len = 0;
+    if (clGetProgramInfo(p, CL_PROGRAM_BINARY_SIZES, sizeof len, &len, NULL) != CL_SUCCESS || !len) return;
+    unsigned char *bin = malloc(len);
+    if (bin && clGetProgramInfo(p, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) == CL_SUCCESS)
+        lf__cache_store(path, key, bin, len);
+    free(bin);
+}
+
+void lf__build_options(lf_context *ctx, const char *options, char *out, size_t size)
+{
+    char version[128] = "";
+    clGetDeviceInfo(ctx->device, CL_DEVICE_OPENCL_C_VERSION, sizeof version, version, NULL);
+    version[sizeof version - 1] = 0;
+    int major = 0, minor = 0;
+    const bool c12 = sscanf(version, "OpenCL C %d.%d", &major, &minor) == 2 && major * 10 + minor >= 12;
+    snprintf(out, size, "%s%s", c12 ? "-cl-std=CL1.2 " : "", options);
+}
+
+static lf_status program_build(lf_context *ctx, const char *file, const char *kernel_options, cl_program *out)
+{
+    char options[512];
+    lf__build_options(ctx, kernel_options, options, sizeof options);
+    char *text = NULL;
+    size_t size = 0;
+    LF_TRY(kernel_source(ctx, file, &text, &size));
+    char dir[4096], path[4300] = "";
+    char *key = NULL;
+    bool cached = lf__cache_dir(dir, sizeof dir);
+    if (cached) {
+        key = lf__cache_key(&ctx->info, file, text, size, options);
+        cached = key != NULL;
+    }
+    if (cached) {
+        lf__cache_path(dir, key, path, sizeof path);
+        unsigned char *bin = NULL;
+        size_t len = 0;
+        lf_cache_result found = lf__cache_load(path, key, &bin, &len);
+        lf_status st = found == LF_CACHE_FOUND ? program_from_binary(ctx, bin, len, options, out) : LF_ERR_IO;
+        if (found == LF_CACHE_BAD || (found == LF_CACHE_FOUND && st != LF_OK)) ctx->cache_rejected++;
+        free(bin);
+        if (st == LF_OK) {
+            ctx->cache_hits++;
+            free(key);
+            free(text);
+            return LF_OK;
+        }
+        ctx->cache_misses++;
+    }
+    cl_int err;
+    const char *src = text;
+    cl_program p = clCreateProgramWithSource(ctx->cl, 1, &src, &size, &err);
+    lf_status st = err == CL_SUCCESS ? build(ctx, p, file, options)
+                                     : lf__cl_fail(ctx, err, "clCreateProgramWithSource");
+    if (st == LF_OK && cached) store_binary(ctx, p, path, key);
+    if (st != LF_OK && p) clReleaseProgram(p);
+    if (st == LF_OK) *out = p;
+    free(key);
+    free(text);
+    return st;
+}
+
+lf_status lf__kernel(lf_context *ctx, const char *file, const char *options, const char *name,
+                     cl_kernel *out)
+{
+    lf_program_entry *e = ctx->programs;
+    while (e && (strcmp(e->file, file) != 0 || strcmp(e->options, options) != 0)) e = e->next;
+    if (!e) {
+        e = calloc(1, sizeof *e);
+        if (!e || !(e->file = strdup(file)) || !(e->options = strdup(options))) {
+            if (e) free(e->file);
+            free(e);
+            return lf__fail(ctx, LF_ERR_OUT_OF_MEMORY, "out of host memory building %s", file);
+        }
+        lf_status st = program_build(ctx, file, options, &e->program);
+        if (st != LF_OK) {
+            free(e->file);
+            free(e->options);
+            free(e);
+            return st;
+        }
+        e->next = ctx->programs;
+        ctx->programs = e;
+    }
+    int i = 0;
+    for (; i < LF_MAX_KERNELS && e->kernels[i].kernel; i++)
+        if (strcmp(e->kernels[i].name, name) == 0) return *out = e->kernels[i].kernel, LF_OK;
+    if (i == LF_MAX_KERNELS || strlen(name) >= sizeof e->kernels[i].name)
+        return lf__fail(ctx, LF_ERR_ARGUMENT, "kernel name %s: too many or too long", name);
+    cl_int err;
+    cl_kernel k = clCreateKernel(e->program, name, &err);
+    if (err != CL_SUCCESS) return lf__cl_fail(ctx, err, name);
+    strcpy(e->kernels[i].name, name);
+    e->kernels[i].kernel = k;
+    *out = k;
+    return LF_OK;
+}
+
+/* Whether built kernel k can run in work-groups of `items` work-items: the
+ * kernel's own limit, and the local memory it takes (its local arrays are
+ * sized by its build options) within the device's. */
+static lf_status group_fits(lf_context *ctx, cl_kernel k, size_t items, bool *fits, cl_ulong *local)
+{
+    size_t allowed = 0;
+    LF_CL_CHECK(ctx, clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof allowed, &allowed,
+                                              NULL),
+                "clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)");
+    LF_CL_CHECK(ctx, clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_LOCAL_MEM_SIZE, sizeof *local, local, NULL),
+                "clGetKernelWorkGroupInfo(CL_KERNEL_LOCAL_MEM_SIZE)");
+    *fits = items <= allowed && *local <= ctx->info.local_mem_bytes;
+    return LF_OK;
+}
+
+lf_status lf__kernel_sized(lf_context *ctx, const char *file, const char *options, const char *name,
+                           const char *macro, size_t want, int dims, cl_kernel *out, size_t *size)
+{
+    /* start from what the device allows at all */
+    size_t s = 1;
+    while (s * 2 <= want && (dims == 1 ? s * 2 : s * s * 4) <= ctx->info.max_work_group_size) s *= 2;
+    for (;; s /= 2) {
+        char opts[256];
+        snprintf(opts, sizeof opts, "%s -D%s=%zu", options, macro, s);
+        LF_TRY(lf__kernel(ctx, file, opts, name, out));
+        bool fits = false;
+        cl_ulong local = 0;
+        LF_TRY(group_fits(ctx, *out, dims == 1 ? s : s * s, &fits, &local));
+        if (fits) break;
+        if (s == 1)
+            return lf__fail(ctx, LF_ERR_UNSUPPORTED,
+                            "%s (%s) needs %llu bytes of local memory even in work-groups of one; the device has "
+                            "%llu",
+                            name, opts, (unsigned long long)local, (unsigned long long)ctx->info.local_mem_bytes);
+    }
+    *size = s;
+    return LF_OK;
+}
+
+void lf__programs_free(lf_context *ctx)
+{
+    while (ctx->programs) {
+        lf_program_entry *e = ctx->programs;
+        ctx->programs = e->next;
+        for (int i = 0; i < LF_MAX_KERNELS && e->kernels[i].kernel; i++)
+            clReleaseKernel(e->kernels[i].kernel);
+        clReleaseProgram(e->program);
+        free(e->file);
+        free(e->options);
+        free(e);
+    }
+}
+
+lf_status lf__programs_check_logs(lf_context *ctx)
+{
+    for (const lf_program_entry *e = ctx->programs; e; e = e->next) {
+        char *log = build_log(ctx, e->program);
+        if (!log) return lf__fail(ctx, LF_ERR_OUT_OF_MEMORY, "out of host memory for the build log of %s", e->file);
+        char *lower = strdup(log);
+        for (char *c = lower; c && *c; c++) *c = (char)tolower((unsigned char)*c);
+        const bool said = !lower || strstr(lower, "warning") || strstr(lower, "error");
+        lf_status st = said ? lf__fail(ctx, LF_ERR_BUILD, "%s built with \"%s\" has a diagnostic in its build log:\n%s",
+                                       e->file, e->options, log)
+                            : LF_OK;
+        free(lower);
+        free(log);
+        if (st != LF_OK) return st;
+    }
+    return LF_OK;
+}

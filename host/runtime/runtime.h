@@ -1,0 +1,153 @@
+/*
+ * runtime.h - the runtime module (host/runtime/), what every other module
+ * builds on and the public header hides: the context, error reporting,
+ * devices, buffers, timelines, kernels and random numbers.
+ */
+#ifndef LF_RUNTIME_H
+#define LF_RUNTIME_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120 /* the library uses OpenCL 1.2 only */
+#endif
+#include "linformer.h"
+
+#define LF_MSG_SIZE 4096
+
+typedef struct lf_program_entry lf_program_entry;
+
+/* Where GEMMs run (blas/gemm.c), a field of the context: CLBlast on the
+ * device, or the host's BLAS. */
+typedef enum { LF_GEMM_CLBLAST, LF_GEMM_HOST } lf_gemm_backend;
+
+struct lf_context {
+    cl_platform_id platform;
+    cl_device_id device;
+    cl_context cl;
+    cl_command_queue queue;
+    bool profiling;          /* the queue records profiling events */
+    lf_gemm_backend gemm;    /* chosen at creation (LINFORMER_GEMM) */
+    bool own;                /* cl and queue were opened here, not handed in by the host */
+    lf_device_info info;
+    lf_program_entry *programs; /* built programs of this context, by source and options */
+    unsigned cache_hits, cache_misses, cache_rejected; /* disk cache counters, for tests */
+    pthread_mutex_t lock;    /* serialises calls on this context (see the header) */
+    atomic_int refs;         /* the owner's, and one per live layer or projection */
+    char error[LF_MSG_SIZE]; /* last-error message */
+};
+
+/* ---- Errors (error.c) ---- */
+/* Records a printf-style message on ctx (may be NULL) and returns status. */
+lf_status lf__fail(lf_context *ctx, lf_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The same into a caller's buffer (may be NULL). */
+lf_status lf__fail_buf(char *buf, size_t size, lf_status status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Maps a failed OpenCL call to a status, naming `what` and the CL error. */
+lf_status lf__cl_fail(lf_context *ctx, cl_int err, const char *what);
+#define LF_CL_CHECK(ctx, call, what)                                       \
+    do {                                                                   \
+        cl_int lf_err_ = (call);                                           \
+        if (lf_err_ != CL_SUCCESS) return lf__cl_fail((ctx), lf_err_, (what)); \
+    } while (0)
+#define LF_TRY(expr)                         \
+    do {                                     \
+        lf_status lf_st_ = (expr);           \
+        if (lf_st_ != LF_OK) return lf_st_;  \
+    } while (0)
+
+/* ---- Lifetime (context.c): layers and projections hold their context ---- */
+/* lf_context_create and lf_context_create_from_cl without the GEMM backend,
+ * which blas/backend.c adds. */
+lf_status lf__context_open(const char *selector, lf_context **out, char *errbuf, size_t errbuf_size);
+lf_status lf__context_wrap(cl_context context, cl_command_queue queue, lf_context **out, char *errbuf,
+                           size_t errbuf_size);
+void lf__context_retain(lf_context *ctx);
+void lf__context_release(lf_context *ctx); /* frees it with the last reference */
+
+/* ---- Devices (device.c) ---- */
+/* Fills info from an OpenCL device; indices are set by the caller. */
+void lf__device_query(cl_platform_id platform, cl_device_id device, lf_device_info *info);
+
+/* ---- Buffers (buffers.c) ---- */
+/* Allocates a device buffer of `bytes`, checked against the device's limits;
+ * `what` names it in the message. */
+lf_status lf__alloc(lf_context *ctx, size_t bytes, const char *what, cl_mem *out);
+lf_status lf__upload(lf_context *ctx, cl_mem dst, size_t offset, const void *src, size_t bytes);
+lf_status lf__download(lf_context *ctx, cl_mem src, size_t offset, void *dst, size_t bytes);
+void lf__release(cl_mem *mem);
+/* A caller's cl_mem: not NULL, valid, of this context and of at least `need`
+ * bytes; `what` names it in the message. */
+lf_status lf__check_buffer(lf_context *ctx, cl_mem buf, size_t need, const char *what);
+/* Grows *mem to hold at least `bytes` (contents are not kept). */
+lf_status lf__reserve(lf_context *ctx, cl_mem *mem, size_t *capacity, size_t bytes,
+                      const char *what);
+
+/* ---- Host memory of CPU devices (host_memory.c) ---- */
+/* LF_ERR_OUT_OF_MEMORY naming the sizes when `bytes` more of host memory is
+ * over what RLIMIT_AS leaves (less the driver's share) or the machine has. */
+lf_status lf__host_memory_check(lf_context *ctx, size_t bytes, const char *what);
+/* The soft RLIMIT_AS in bytes, 0 when unlimited. */
+size_t lf__address_space_limit(void);
+
+/* ---- Event tracking for timings (timeline.c) ---- */
+/* A forward records the event of each command it enqueues, with the name of
+ * its stage; lf__event() gives the slot the next enqueue fills and
+ * lf__event_done() files it. The list grows with the forward (a deep model
+ * queues thousands of commands); only if host memory runs out does the last
+ * slot keep the newest, so the total stays right while the per-stage split is
+ * lost. lf__timeline_reset() releases the events and the list. */
+typedef struct {
+    cl_event event;
+    const char *name; /* a stage name, or NULL for a marker */
+} lf_step;
+typedef struct {
+    lf_step *steps;
+    int count, capacity;
+    bool overflow;
+    cl_event pending;
+} lf_timeline;
+cl_event *lf__event(lf_timeline *t);
+void lf__event_done(lf_timeline *t, const char *name);
+void lf__timeline_reset(lf_timeline *t);
+lf_status lf__timeline_ms(lf_context *ctx, lf_timeline *t, double *ms);
+lf_status lf__timeline_stages(lf_context *ctx, lf_timeline *t, lf_stage_time *stages, size_t capacity,
+                              size_t *count);
+/* The public last-time and last-profile reads of a layer or a model: the
+ * caller's arguments checked, the timeline read under the context's lock. */
+lf_status lf__last_time_ms(lf_context *ctx, lf_timeline *t, double *ms);
+lf_status lf__last_profile(lf_context *ctx, lf_timeline *t, lf_stage_time *stages, size_t capacity, size_t *count);
+
+/* ---- Kernels (program.c) ---- */
+/* Returns a kernel of `file` (a cl/ source) built with `options`; built once
+ * per context, cached on disk. The kernel belongs to the context. */
+lf_status lf__kernel(lf_context *ctx, const char *file, const char *options,
+                     const char *name, cl_kernel *out);
+/* The same, for a kernel whose work-group size is the build option `macro`:
+ * tries want, want/2, ... until the built kernel allows a group of that size
+ * to the power `dims` (a TILE x TILE group has dims 2) and its local memory at
+ * that size fits the device's; *size gets it. Every launcher of a kernel with
+ * local memory sizes its groups here; the others let the runtime choose. */
+lf_status lf__kernel_sized(lf_context *ctx, const char *file, const char *options, const char *name,
+                           const char *macro, size_t want, int dims, cl_kernel *out, size_t *size);
+void lf__programs_free(lf_context *ctx);
+/* The options a kernel is built with: its own, after -cl-std=CL1.2 where the
+ * device compiles OpenCL C 1.2 or later, so that the kernels keep to 1.2 (the
+ * level of NVIDIA's OpenCL and of Oclgrind) on every device. They are part of
+ * the disk cache's key. */
+void lf__build_options(lf_context *ctx, const char *options, char *out, size_t size);
+/* Fails naming the first program built on ctx whose build log holds a
+ * warning or an error (PoCL's and Oclgrind's logs of a clean build are empty;
+ * Intel's always list the build's steps). */
+lf_status lf__programs_check_logs(lf_context *ctx);
+
+/* ---- Random numbers (random.c): splitmix64, reproducible everywhere ---- */
+uint64_t lf__rand_next(uint64_t *state);
+double lf__rand_uniform(uint64_t *state); /* [0, 1) */
+double lf__rand_normal(uint64_t *state);  /* N(0, 1) */
+
+#endif
