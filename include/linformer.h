@@ -270,6 +270,17 @@ LF_API lf_status lf_context_finish(lf_context *ctx);
 LF_API const char *lf_context_gemm_backend(const lf_context *ctx); /* "clblast", "host"; NULL for NULL */
 
 /*
+ * The kernel set the host BLAS (OpenBLAS) runs, as OpenBLAS names it (e.g.
+ * "Haswell", "SkylakeX", "Zen"; "unknown" if it does not say). When faster
+ * is not NULL, *faster is set to a faster set this CPU supports where
+ * OpenBLAS fell back to one without AVX2 on a CPU it does not recognise
+ * (OPENBLAS_CORETYPE=*faster, set before the library loads, selects it), and
+ * to NULL otherwise or when OPENBLAS_CORETYPE is already set. Needs no
+ * context; the strings are static.
+ */
+LF_API const char *lf_host_blas_core(const char **faster);
+
+/*
  * The context's GEMM rate, the yardstick for the layer's GFLOP/s: the median
  * GFLOP/s (2 m n k flops) of five C = A B^T with A [m, k], B [n, k] on the
  * context's backend after one warm-up, timed with profiling events (a queue

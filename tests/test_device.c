@@ -517,6 +517,28 @@ Test(tool, devices_unmatched_selector_fails)
     cr_expect_neq(strstr(tool_log, "no-such-either"), NULL, "%s", tool_log);
 }
 
+/* The program runs the host BLAS kernels this CPU takes: where OpenBLAS fell
+ * back to older ones in this (test) process, the program names the faster set
+ * (it restarted itself with OPENBLAS_CORETYPE); a set the user names is kept. */
+Test(tool, devices_names_the_blas_kernels_the_cpu_takes)
+{
+    unsetenv("LINFORMER_DEVICE");
+    unsetenv("OPENBLAS_CORETYPE");
+    const char *faster = NULL, *core = lf_host_blas_core(&faster);
+    char want[128];
+    snprintf(want, sizeof want, "host BLAS: OpenBLAS, %s kernels\n", faster ? faster : core);
+    int rc = lf_test_run_tool("devices", tool_log, sizeof tool_log);
+    cr_expect_eq(rc, 0, "exit %d:\n%s", rc, tool_log);
+    cr_expect_neq(strstr(tool_log, want), NULL, "no \"%s\" in:\n%s", want, tool_log);
+    setenv("OPENBLAS_CORETYPE", core, 1);
+    snprintf(want, sizeof want, "host BLAS: OpenBLAS, %s kernels\n", core);
+    rc = lf_test_run_tool("devices", tool_log, sizeof tool_log);
+    unsetenv("OPENBLAS_CORETYPE");
+    cr_expect_eq(rc, 0, "exit %d:\n%s", rc, tool_log);
+    cr_expect_neq(strstr(tool_log, want), NULL, "the user's OPENBLAS_CORETYPE=%s: no \"%s\" in:\n%s", core, want,
+                  tool_log);
+}
+
 Test(tool, devices_help)
 {
     int rc = lf_test_run_tool("devices --help", tool_log, sizeof tool_log);

@@ -115,9 +115,13 @@ static void print_yardsticks(const bench_device *devs, size_t ndev)
     enum { COPY_FLOATS = 16 << 20 }; /* 64 MiB a buffer: past the caches */
     for (size_t d = 0; d < ndev; d++) {
         double gflops = 0, gbps = 0;
+        const char *backend = lf_context_gemm_backend(devs[d].ctx);
+        const bool host = strcmp(backend, "host") == 0;
+        const char *core = host ? lf_host_blas_core(NULL) : NULL;
         if (lf_gemm_rate(devs[d].ctx, 1024, 1024, 1024, &gflops) == LF_OK)
-            printf("device %s GEMM rate: %.1f GFLOP/s (%s SGEMM 1024 x 1024 x 1024, median of 5)\n", devs[d].sel,
-                   gflops, lf_context_gemm_backend(devs[d].ctx));
+            printf("device %s GEMM rate: %.1f GFLOP/s (%s SGEMM 1024 x 1024 x 1024, median of 5%s%s%s)\n",
+                   devs[d].sel, gflops, backend, host ? "; OpenBLAS's " : "", host ? core : "",
+                   host ? " kernels" : "");
         else
             fprintf(stderr, "linformer bench: device %s: GEMM rate: %s\n", devs[d].sel,
                     lf_context_last_error(devs[d].ctx));

@@ -77,6 +77,7 @@ int cmd_devices(int argc, char **argv)
     }
     for (size_t i = 0; i < count; i++)
         print_device(&devs[i], i == def ? "(default)" : "");
+    printf("\nhost BLAS: OpenBLAS, %s kernels\n", lf_host_blas_core(NULL));
     if (sel && *sel) {
         printf("\nselector \"%s\" picks %u:%u %s\n", sel, devs[pick].platform_index,
                devs[pick].device_index, devs[pick].device_name);

@@ -1,7 +1,9 @@
 /* main.c - the `linformer` program: dispatch to a subcommand. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "commands.h"
 #include "linformer.h"
@@ -38,8 +40,24 @@ static int finish(int status)
     return status;
 }
 
+/* OpenBLAS reads OPENBLAS_CORETYPE only as it loads, before main. Where it
+ * fell back to kernels older than this CPU takes (lf_host_blas_core: Debian's
+ * 0.3.21 runs SSE3 kernels on some AVX-512 Xeons, GEMMs 4x slower), the
+ * program starts itself again, once, with the faster set named. A
+ * OPENBLAS_CORETYPE the user set is kept, whatever it says; without /proc the
+ * program goes on with the kernels it has. */
+static void take_the_cpus_blas_kernels(char **argv)
+{
+    const char *faster = NULL;
+    lf_host_blas_core(&faster);
+    if (!faster || setenv("OPENBLAS_CORETYPE", faster, 1) != 0) return;
+    execv("/proc/self/exe", argv);
+    unsetenv("OPENBLAS_CORETYPE");
+}
+
 int main(int argc, char **argv)
 {
+    take_the_cpus_blas_kernels(argv);
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -105,6 +105,7 @@ FUNCTIONS = {
     "lf_activation_parse": (status, [c_char_p, P(c_int)]),
     "lf_norm_name": (c_char_p, [c_int]),
     "lf_norm_parse": (status, [c_char_p, P(c_int)]),
+    "lf_host_blas_core": (c_char_p, [P(c_char_p)]),
 }
 
 
@@ -123,3 +124,11 @@ def open_library(path=None):
 
 
 lib = open_library()
+
+
+def host_blas():
+    """The kernel set the host BLAS (OpenBLAS) runs, and a faster one this CPU takes when OpenBLAS fell back
+    to an older set (None otherwise): OPENBLAS_CORETYPE, set before Python starts, selects it."""
+    faster = c_char_p()
+    core = lib.lf_host_blas_core(ctypes.byref(faster))
+    return core.decode(), faster.value.decode() if faster.value else None

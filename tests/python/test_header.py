@@ -33,6 +33,8 @@ def ctype_of(decl, is_result=False):
     base = words[0]
     if base == "char" and stars == 1:
         return ctypes.c_char_p
+    if base == "char" and stars == 2:
+        return ctypes.POINTER(ctypes.c_char_p)
     if base in HANDLES and stars == 1:
         return n.handle
     if base in HANDLES and stars == 2:
