@@ -85,14 +85,14 @@ def test_an_unmatched_linformer_device_marks_no_default(monkeypatch):
 
 
 def test_host_blas_names_kernels_that_the_advice_selects():
-    """Where OpenBLAS fell back to older kernels, the import warns and names a set; started with it, OpenBLAS
-    runs that set and nothing is advised."""
+    """Where OpenBLAS fell back to older kernels, host_blas() names a faster set; started with it, OpenBLAS
+    runs that set and nothing is advised. Importing the package prints nothing."""
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
     code = "import linformer_cl; print(*linformer_cl.host_blas())"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
     core, faster = r.stdout.split()
-    assert core and (faster == "None") == ("OPENBLAS_CORETYPE=" not in r.stderr), r.stderr
+    assert core and not r.stderr, r.stderr
     if faster != "None":
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            env=dict(env, OPENBLAS_CORETYPE=faster))
