@@ -7,7 +7,8 @@
 
 #include "safetensors.h"
 
-#include "runtime.h" /* lf__fail_buf */
+#include "kernel_cache.h" /* lf__read_fd */
+#include "runtime.h"       /* lf__fail_buf */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -33,20 +34,12 @@ static const char *file_kind(mode_t mode)
 /* Reads the whole of `fd` (a regular file of `size` bytes) into a new buffer. */
 static lf_status read_all(int fd, const char *path, size_t size, uint8_t **out, char *msg, size_t msg_size)
 {
-    uint8_t *bytes = malloc(size ? size : 1);
-    if (!bytes) return FAIL(LF_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes for \"%s\"", size, path);
-    size_t done = 0;
-    while (done < size) {
-        ssize_t n = read(fd, bytes + done, size - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            free(bytes);
-            return FAIL(LF_ERR_IO, "cannot read \"%s\": %s", path,
-                        n < 0 ? strerror(errno) : "the file shrank while being read");
-        }
-        done += (size_t)n;
-    }
-    *out = bytes;
+    char *text = NULL;
+    const lf_status st = lf__read_fd(fd, size, &text);
+    if (st == LF_ERR_OUT_OF_MEMORY) return FAIL(st, "cannot allocate %zu bytes for \"%s\"", size, path);
+    if (st != LF_OK)
+        return FAIL(st, "cannot read \"%s\": %s", path, errno ? strerror(errno) : "the file shrank while being read");
+    *out = (uint8_t *)text;
     return LF_OK;
 }
 

@@ -46,7 +46,7 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
 
 /* ---- Reading a file ---- */
 
-static lf_status read_fd(int fd, size_t size, char **text)
+lf_status lf__read_fd(int fd, size_t size, char **text)
 {
     char *buf = malloc(size + 1);
     if (!buf) return LF_ERR_OUT_OF_MEMORY;
@@ -55,6 +55,7 @@ static lf_status read_fd(int fd, size_t size, char **text)
         ssize_t n = read(fd, buf + done, size - done);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) {
+            if (n == 0) errno = 0;
             free(buf);
             return LF_ERR_IO;
         }
@@ -75,7 +76,7 @@ lf_status lf__read_file(const char *path, bool follow, char **text, size_t *size
         /* errno says why */
     } else if (!S_ISREG(sb.st_mode) || (uintmax_t)sb.st_size >= SIZE_MAX) {
         errno = EINVAL;
-    } else if ((st = read_fd(fd, (size_t)sb.st_size, text)) == LF_OK) {
+    } else if ((st = lf__read_fd(fd, (size_t)sb.st_size, text)) == LF_OK) {
         *size = (size_t)sb.st_size;
     }
     int err = errno;

@@ -15,6 +15,11 @@
  * hangs the caller; `follow` false refuses a symbolic link too (errno ELOOP). */
 lf_status lf__read_file(const char *path, bool follow, char **text, size_t *size);
 
+/* Reads `size` bytes of an open file into a new NUL-terminated buffer:
+ * LF_ERR_OUT_OF_MEMORY, or LF_ERR_IO with errno set, 0 when the file ended
+ * before `size` (it shrank while being read). */
+lf_status lf__read_fd(int fd, size_t size, char **text);
+
 /* The cache folder (LINFORMER_CACHE_DIR, else $XDG_CACHE_HOME/linformer, else
  * ~/.cache/linformer), created if missing, with the temporaries that dead or
  * stuck writers left removed; false when the cache is off, has no home or
