@@ -116,12 +116,12 @@ static void print_yardsticks(const bench_device *devs, size_t ndev)
     for (size_t d = 0; d < ndev; d++) {
         double gflops = 0, gbps = 0;
         const char *backend = lf_context_gemm_backend(devs[d].ctx);
-        const bool host = strcmp(backend, "host") == 0;
-        const char *core = host ? lf_host_blas_core(NULL) : NULL;
+        char kernels[64] = ""; /* the host BLAS's kernel set, where it runs the GEMMs */
+        if (strcmp(backend, "host") == 0)
+            snprintf(kernels, sizeof kernels, "; OpenBLAS's %s kernels", lf_host_blas_core(NULL));
         if (lf_gemm_rate(devs[d].ctx, 1024, 1024, 1024, &gflops) == LF_OK)
-            printf("device %s GEMM rate: %.1f GFLOP/s (%s SGEMM 1024 x 1024 x 1024, median of 5%s%s%s)\n",
-                   devs[d].sel, gflops, backend, host ? "; OpenBLAS's " : "", host ? core : "",
-                   host ? " kernels" : "");
+            printf("device %s GEMM rate: %.1f GFLOP/s (%s SGEMM 1024 x 1024 x 1024, median of 5%s)\n", devs[d].sel,
+                   gflops, backend, kernels);
         else
             fprintf(stderr, "linformer bench: device %s: GEMM rate: %s\n", devs[d].sel,
                     lf_context_last_error(devs[d].ctx));
