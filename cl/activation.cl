@@ -1,5 +1,5 @@
 /*
- * activation.cl - bias and activation after a GEMM, in place.
+ * activation.cl - bias and activation after a GEMM, in place; bias rows and row masks.
  *
  * y[r, c] = act(y[r, c] + bias[c]) for the `cols` columns of each row (row
  * stride ld). With GLU the row holds two halves [a | g] of `cols` columns each
@@ -11,6 +11,11 @@
  * RUN 1, a column a work-item. CPU devices: a run of float16s, so that the
  * work is in vectors whatever the runtime's vectoriser does, in work-groups
  * of one. Global: (ceil(cols / (VW RUN)) rounded up to the group, rows).
+ *
+ * bias_rows, y[r, c] += bias[b_off + c] for the `cols` columns at y + y_off
+ * (row stride ld), in the same runs of vectors; with mask_len, row r
+ * (sequence r / rows_per_seq, position r % rows_per_seq) at or past its
+ * sequence's length is set to exactly 0 instead, without being read.
  *
  * copy_floats, dst = src over `count` floats in the same runs of vectors with
  * no arithmetic, is the device's copy bandwidth that these kernels are held
@@ -105,6 +110,20 @@ kernel void bias_act(global float *y, int ld, int cols, global const float *bias
 #else
         store_cols(activate(a), p, c, cols);
 #endif
+    }
+}
+
+kernel void bias_rows(global float *y, ulong y_off, int ld, int cols, global const float *bias, ulong b_off,
+                      int has_bias, global const int *lengths, int rows_per_seq, int mask_len)
+{
+    const int r = get_global_id(1);
+    global float *p = y + y_off + (ulong)r * ld;
+    const global float *b = bias + b_off;
+    const bool cleared = mask_len && r % rows_per_seq >= lengths[r / rows_per_seq];
+    const int first = get_global_id(0) * (VW * RUN);
+    for (int c = first; c < min(first + VW * RUN, cols); c += VW) {
+        const vec v = cleared ? (vec)0.0f : load_cols(p, c, cols) + (has_bias ? load_cols(b, c, cols) : (vec)0.0f);
+        store_cols(v, p, c, cols);
     }
 }
 

@@ -41,7 +41,6 @@ Test(kernel_builds, no_build_log_has_a_warning)
     build("softmax.cl", "softmax_rows", " -DWG=256");
     build("layernorm.cl", "layernorm_rows", " -DWG=128");
     build("layernorm.cl", "layernorm_rows_cpu", "");
-    build("elementwise.cl", "bias_rows", "");
     build("embedding.cl", "embed_tokens", "");
     for (int max = 0; max <= 1; max++) {
         snprintf(opts, sizeof opts, "-DWINDOW_MAX=%d", max);

@@ -38,7 +38,8 @@ Test(kernels, each_file_compiles_with_its_defaults)
                                            {"attention.cl", "attention_tiled", "-DQB=16"},
                                            {"softmax.cl", "softmax_rows", ""},
                                            {"seq_project.cl", "seq_project_window", ""},
-                                           {"elementwise.cl", "bias_rows", ""},
+                                           {"activation.cl", "bias_rows", ""},
+                                           {"activation.cl", "bias_rows", "-DVW=16 -DRUN=4"},
                                            {"activation.cl", "copy_floats", ""},
                                            {"activation.cl", "copy_floats", "-DVW=16 -DRUN=4"}};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
@@ -163,13 +164,19 @@ static void bias_case(int batch, int per_seq, int cols, int ld, bool has_bias, b
     free(y), free(bias), free(out), free(ref);
 }
 
+/* Both variants: float16 runs that end inside a row, one float a work-item. */
 Test(kernels, bias_rows_grid)
 {
     uint64_t rng = lf_test_seed();
-    static const int shapes[][3] = {{1, 1, 1}, {7, 5, 9}, {13, 31, 31}, {29, 100, 107}};
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-        for (int flags = 1; flags < 4; flags++)
-            bias_case(3, shapes[i][0], shapes[i][1], shapes[i][2], flags & 1, flags & 2, &rng);
+    static const int shapes[][3] = {{1, 1, 1}, {7, 5, 9}, {13, 31, 31}, {29, 100, 107}, {2, 70, 75}};
+    static const char *const variants[] = {"variant=cpu", "variant=gpu"};
+    for (int v = 0; v < 2; v++) {
+        cr_assert_eq(setenv("LINFORMER_KERNEL_PARAMS", variants[v], 1), 0);
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+            for (int flags = 1; flags < 4; flags++)
+                bias_case(3, shapes[i][0], shapes[i][1], shapes[i][2], flags & 1, flags & 2, &rng);
+    }
+    unsetenv("LINFORMER_KERNEL_PARAMS");
 }
 
 /* ---- seq_project_window: pooling and convolution ---- */

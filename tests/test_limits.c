@@ -212,7 +212,7 @@ Test(limits, opencl_errors_map_to_statuses)
 
     /* a kernel launched with more work-items per group than the device has */
     cl_kernel k;
-    cr_assert_eq(lf__kernel(ctx, "elementwise.cl", "", "bias_rows", &k), LF_OK, "%s", lf_context_last_error(ctx));
+    cr_assert_eq(lf__kernel(ctx, "activation.cl", "", "bias_rows", &k), LF_OK, "%s", lf_context_last_error(ctx));
     lf_device_info info;
     lf_context_device_info(ctx, &info);
     size_t local[2] = {info.max_work_group_size * 2, 1}, global[2] = {info.max_work_group_size * 2, 1};

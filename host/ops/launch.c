@@ -116,16 +116,21 @@ lf_status lf__launch_softmax_rows(lf_context *ctx, const lf_softmax_rows_args *a
 lf_status lf__launch_bias_rows(lf_context *ctx, const lf_bias_rows_args *a, lf_timeline *t)
 {
     if (!a->has_bias && !a->mask) return LF_OK;
+    lf_kernel_params kp;
+    char shape[64], opts[128];
+    LF_TRY(elementwise_params(ctx, &kp, shape, sizeof shape));
+    snprintf(opts, sizeof opts, "-DACT=0 -DGLU=0 %s", shape); /* the program of bias_act without an activation */
     cl_kernel k;
-    LF_TRY(lf__kernel(ctx, "elementwise.cl", "", "bias_rows", &k));
+    LF_TRY(lf__kernel(ctx, "activation.cl", opts, "bias_rows", &k));
     const cl_ulong off = a->y_off, boff = a->bias_off;
     const int has_bias = a->has_bias, mask = a->mask;
     const cl_mem bias = a->bias ? a->bias : a->y; /* never read without has_bias */
     LF_TRY(set_args(ctx, k, "bias_rows",
                     ARGS(ARG(a->y), ARG(off), ARG(a->ld), ARG(a->cols), ARG(bias), ARG(boff), ARG(has_bias),
                          ARG(a->lengths), ARG(a->rows_per_seq), ARG(mask))));
-    const size_t global[2] = {(size_t)a->cols, (size_t)a->rows};
-    return lf__launch(ctx, k, "bias_rows", 2, global, NULL, t);
+    const size_t per_item = (size_t)kp.vector_width * kp.vector_run;
+    return launch_elementwise(ctx, k, "bias_rows", &kp, ((size_t)a->cols + per_item - 1) / per_item,
+                              (size_t)a->rows, t);
 }
 
 lf_status lf__launch_seq_project_window(lf_context *ctx, const lf_seq_project_window_args *a, lf_timeline *t)

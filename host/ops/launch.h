@@ -52,7 +52,7 @@ typedef struct {
 } lf_softmax_rows_args;
 lf_status lf__launch_softmax_rows(lf_context *ctx, const lf_softmax_rows_args *a, lf_timeline *t);
 
-/* cl/elementwise.cl: y[r, c] += bias[b_off + c]; with mask, rows past their
+/* cl/activation.cl: y[r, c] += bias[b_off + c]; with mask, rows past their
  * sequence's length (rows_per_seq rows a sequence) become 0. */
 typedef struct {
     cl_mem y;
