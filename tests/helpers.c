@@ -71,6 +71,16 @@ lf_context *lf_test_context(void)
     return ctx;
 }
 
+lf_kernel_params lf_test_kernel_params(lf_context *ctx)
+{
+    lf_device_info info;
+    cr_assert_eq(lf_context_device_info(ctx, &info), LF_OK, "%s", lf_context_last_error(ctx));
+    lf_kernel_params kp;
+    char msg[256];
+    cr_assert_eq(lf__kernel_params(&info, &kp, msg, sizeof msg), LF_OK, "%s", msg);
+    return kp;
+}
+
 int lf_test_system(const char *cmd, char *log, size_t log_size)
 {
     char full[4096];

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernel_params.h"
 #include "linformer.h"
 
 /* A value no kernel writes: tests fill outputs with it first. */
@@ -48,6 +49,10 @@ bool lf_test_tiny(void);
 
 /* Opens the default device (LINFORMER_DEVICE applies); fails the test if none. */
 lf_context *lf_test_context(void);
+
+/* ctx's device's kernel parameters as the library resolves them now
+ * (LINFORMER_KERNEL_PARAMS included), for the typed launchers. */
+lf_kernel_params lf_test_kernel_params(lf_context *ctx);
 
 /* Runs a shell command, returns its exit status; output goes to `log` (may be NULL). */
 int lf_test_system(const char *cmd, char *log, size_t log_size);

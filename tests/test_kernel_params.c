@@ -203,9 +203,9 @@ Test(kernel_params, override_changes_what_a_layer_runs)
             char msg[512] = "";
             cr_assert_eq(lf__plan_resolve(&c.cfg, &info, false, &plan, msg, sizeof msg), LF_OK, "%s", msg);
             cr_expect(plan.tile_keys == cases[i].tk && plan.query_block == cases[i].qb &&
-                          plan.tile_queries == cases[i].tq && plan.softmax_group == cases[i].softmax,
-                      "%s: the plan took TK %d, QB %d, TQ %zu, WG %zu", cases[i].text, plan.tile_keys,
-                      plan.query_block, plan.tile_queries, plan.softmax_group);
+                          plan.tile_queries == cases[i].tq && plan.params.softmax_group == (int)cases[i].softmax,
+                      "%s: the plan took TK %d, QB %d, TQ %zu, WG %d", cases[i].text, plan.tile_keys,
+                      plan.query_block, plan.tile_queries, plan.params.softmax_group);
             const double e = lf_case_run(ctx, &c);
             cr_expect_leq(e, TOL, "%s, path %d: relative error %.3g", cases[i].text, path, e);
         }
@@ -223,12 +223,34 @@ Test(kernel_params, override_reaches_a_model)
     const lf_attention_config layers[2] = {cfg, cfg};
     lf_model *model = NULL;
     cr_assert_eq(lf_model_create(ctx, &mc, layers, &model), LF_OK, "%s", lf_context_last_error(ctx));
-    cr_expect_eq(model->layernorm_group, 3);
+    cr_expect_eq(model->params.layernorm_group, 3);
     for (int i = 0; i < 2; i++)
         cr_expect(model->layer[i].plan.tile_keys == 6 && model->layer[i].plan.query_block == 1,
                   "layer %d: TK %d, QB %d", i, model->layer[i].plan.tile_keys, model->layer[i].plan.query_block);
     lf_model_free(model);
     unsetenv("LINFORMER_KERNEL_PARAMS");
+}
+
+/* A layer reads the parameters once, as it is created: its forwards (the
+ * elementwise kernels' launches included) keep them after the variable
+ * changes, here to a value that no longer parses. */
+Test(kernel_params, a_layer_keeps_the_parameters_it_was_created_with)
+{
+    setenv("LINFORMER_KERNEL_PARAMS", "variant=cpu,vw=4,run=3", 1);
+    lf_attention_config cfg;
+    lf_attention_config_init(&cfg, 16, 2, 20, 5);
+    cfg.bias_q = cfg.bias_out = 1;
+    lf_attention *layer = NULL;
+    cr_assert_eq(lf_attention_create(ctx, &cfg, NULL, &layer), LF_OK, "%s", lf_context_last_error(ctx));
+    cr_assert_eq(lf_attention_init_random(layer, 7), LF_OK, "%s", lf_context_last_error(ctx));
+    setenv("LINFORMER_KERNEL_PARAMS", "vw=3", 1);
+    float x[2 * 9 * 16], y[2 * 9 * 16];
+    uint64_t rng = lf_test_seed();
+    lf_test_fill(x, sizeof x / sizeof x[0], &rng, -1.0f, 1.0f);
+    cr_expect_eq(lf_attention_forward(layer, x, y, 2, 9, (const int32_t[]){9, 4}), LF_OK, "%s",
+                 lf_context_last_error(ctx));
+    unsetenv("LINFORMER_KERNEL_PARAMS");
+    lf_attention_free(layer);
 }
 
 /* `run --profile` prints the parameters a model ran with; under an override

@@ -60,13 +60,14 @@ Test(kernels, copy_grid)
     uint64_t rng = lf_test_seed();
     for (size_t v = 0; v < 2; v++) {
         cr_assert_eq(setenv("LINFORMER_KERNEL_PARAMS", variants[v], 1), 0);
+        const lf_kernel_params kp = lf_test_kernel_params(ctx);
         for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
             const size_t n = counts[i];
             float *src = lf_test_random(n, &rng, -1.0f, 1.0f), *got = malloc((n + 1) * sizeof *got);
             lf_test_poison(got, n + 1);
             const float past = got[n];
             cl_mem sb = lf_test_upload(ctx, src, n * sizeof *src), db = lf_test_upload(ctx, got, (n + 1) * sizeof *got);
-            const lf_copy_args a = {.src = sb, .dst = db, .count = n};
+            const lf_copy_args a = {.src = sb, .dst = db, .count = n, .params = &kp};
             cr_assert_eq(lf__launch_copy(ctx, &a, NULL), LF_OK, "%s", lf_context_last_error(ctx));
             lf_test_download(ctx, db, got, n + 1);
             cr_expect_eq(memcmp(got, src, n * sizeof *src), 0, "copy of %zu floats, variant %s", n, variants[v]);
@@ -146,8 +147,10 @@ static void bias_case(int batch, int per_seq, int cols, int ld, bool has_bias, b
     random_lengths(lens, batch, per_seq, rng);
     cl_mem yb = lf_test_upload(ctx, y, total * sizeof *y), bb = lf_test_upload(ctx, bias, (cols + 3) * sizeof *bias);
     cl_mem lb = lf_test_upload(ctx, lens, batch * sizeof *lens);
+    const lf_kernel_params kp = lf_test_kernel_params(ctx);
     const lf_bias_rows_args a = {.y = yb, .ld = ld, .cols = cols, .rows = rows, .bias = bb, .bias_off = 3,
-                                 .has_bias = has_bias, .lengths = lb, .rows_per_seq = per_seq, .mask = mask};
+                                 .has_bias = has_bias, .lengths = lb, .rows_per_seq = per_seq, .mask = mask,
+                                 .params = &kp};
     cr_assert_eq(lf__launch_bias_rows(ctx, &a, NULL), LF_OK, "%s", lf_context_last_error(ctx));
     lf_test_poison(out, total);
     lf_test_download(ctx, yb, out, total);

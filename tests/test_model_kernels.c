@@ -25,7 +25,12 @@ TestSuite(model_kernels, .init = setup, .fini = teardown, .timeout = 600);
  * (LINFORMER_KERNEL_PARAMS). */
 static const char *const variants[] = {"variant=cpu", "variant=gpu"};
 #define VARIANTS (sizeof variants / sizeof variants[0])
-static void use_variant(size_t v) { cr_assert_eq(setenv("LINFORMER_KERNEL_PARAMS", variants[v], 1), 0); }
+static lf_kernel_params params; /* the variant's, resolved as a layer or model would */
+static void use_variant(size_t v)
+{
+    cr_assert_eq(setenv("LINFORMER_KERNEL_PARAMS", variants[v], 1), 0);
+    params = lf_test_kernel_params(ctx);
+}
 
 static float *poisoned(size_t count)
 {
@@ -63,9 +68,11 @@ static void layernorm_run(const ln_case *t, uint64_t *rng)
     double *s = malloc(count * sizeof *s), *ref = malloc(count * sizeof *ref);
     cl_mem xb = lf_test_upload(ctx, x, count * sizeof *x), rb = lf_test_upload(ctx, r, count * sizeof *r), gb = lf_test_upload(ctx, g, t->d * sizeof *g);
     cl_mem bb = lf_test_upload(ctx, b, t->d * sizeof *b), ob = t->in_place ? xb : lf_test_upload(ctx, out, count * sizeof *out);
+    lf_kernel_params kp = params;
+    kp.layernorm_group = (int)t->group;
     const lf_layernorm_args a = {.x = xb, .r = t->has_r ? rb : NULL, .out = ob, .gamma = gb, .beta = bb, .d = t->d,
                                  .rows = t->rows, .eps = 1e-5f, .has_r = t->has_r, .write_sum = t->write_sum,
-                                 .group = t->group};
+                                 .params = &kp};
     cr_assert_eq(lf__launch_layernorm(ctx, &a, NULL), LF_OK, "%s", lf_context_last_error(ctx));
     lf_test_download(ctx, ob, out, count);
     lf_test_download(ctx, xb, sum, count);
@@ -115,7 +122,7 @@ static void bias_act_run(const act_case *t, uint64_t *rng)
     double *ref = malloc(count * sizeof *ref);
     cl_mem yb = lf_test_upload(ctx, y, count * sizeof *y), bb = lf_test_upload(ctx, bias, 2 * t->cols * sizeof *bias);
     const lf_bias_act_args a = {.y = yb, .ld = t->ld, .cols = t->cols, .rows = t->rows, .bias = t->has_bias ? bb : NULL,
-                                .has_bias = t->has_bias, .glu = t->glu, .act = t->act};
+                                .has_bias = t->has_bias, .glu = t->glu, .act = t->act, .params = &params};
     cr_assert_eq(lf__launch_bias_act(ctx, &a, NULL), LF_OK, "%s", lf_context_last_error(ctx));
     lf_test_download(ctx, yb, out, count);
     for (int r = 0; r < t->rows; r++)
@@ -175,7 +182,8 @@ static void gelu_digits(void)
     for (int i = 0; i < COUNT; i++) y[i] = -14.0f + 24.0f * (float)i / (COUNT - 1); /* -14 .. 10 */
     for (int act = LF_ACT_GELU; act <= LF_ACT_GELU_TANH; act++) {
         cl_mem yb = lf_test_upload(ctx, y, sizeof y);
-        const lf_bias_act_args a = {.y = yb, .ld = COUNT, .cols = COUNT, .rows = 1, .act = (lf_activation)act};
+        const lf_bias_act_args a = {.y = yb, .ld = COUNT, .cols = COUNT, .rows = 1, .act = (lf_activation)act,
+                                    .params = &params};
         cr_assert_eq(lf__launch_bias_act(ctx, &a, NULL), LF_OK, "%s", lf_context_last_error(ctx));
         lf_test_download(ctx, yb, out, COUNT);
         lf__release(&yb);
@@ -193,7 +201,7 @@ static void gelu_digits(void)
     static const float special[4] = {INFINITY, -INFINITY, NAN, 0.0f};
     float got[4];
     cl_mem sb = lf_test_upload(ctx, special, sizeof special);
-    const lf_bias_act_args a = {.y = sb, .ld = 4, .cols = 4, .rows = 1, .act = LF_ACT_GELU};
+    const lf_bias_act_args a = {.y = sb, .ld = 4, .cols = 4, .rows = 1, .act = LF_ACT_GELU, .params = &params};
     cr_assert_eq(lf__launch_bias_act(ctx, &a, NULL), LF_OK, "%s", lf_context_last_error(ctx));
     lf_test_download(ctx, sb, got, 4);
     lf__release(&sb);

@@ -225,7 +225,7 @@ lf_status lf__plan_resolve(const lf_attention_config *cfg, const lf_device_info 
     if (p->linformer && c->path == LF_PATH_AUTO) c->path = c->causal ? LF_PATH_FUSED : auto_path(p, device);
     if (!p->linformer) c->path = LF_PATH_AUTO;
     p->tiled = c->mode == LF_MODE_FLASH || (p->linformer && c->path == LF_PATH_FUSED);
-    p->softmax_group = (size_t)kp.softmax_group;
+    p->params = kp;
     layout_weights(p);
     return LF_OK;
 }

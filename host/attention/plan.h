@@ -52,7 +52,7 @@ typedef struct {
     int tile_keys;           /* TK: keys of one tile (staged in local memory, but for the CPU variant) */
     size_t tile_queries;     /* TQ wanted: work-items of one work-group (the device may allow fewer) */
     int query_block;         /* QB: queries of one work-item (1, or the CPU variant's vector width) */
-    size_t softmax_group;    /* WG wanted for softmax_rows */
+    lf_kernel_params params; /* the device's, as resolved at creation: the softmax's and elementwise kernels' */
 } lf_plan;
 
 /* The attention kernel's tiles at head width dh, from the parameters wanted

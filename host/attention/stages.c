@@ -77,7 +77,8 @@ static lf_status project_qkv(const lf_pass *p, cl_mem x)
     const lf_bias_rows_args b = {.y = qkv, .ld = (int)C, .cols = (int)width, .rows = (int)rows,
                                  .bias = p->w->buf[LF_BUF_B_QKV], .lengths = p->ws->buf[LF_WS_LENGTHS],
                                  .rows_per_seq = p->n,
-                                 .has_bias = pl->cfg.bias_q || pl->cfg.bias_k || pl->cfg.bias_v};
+                                 .has_bias = pl->cfg.bias_q || pl->cfg.bias_k || pl->cfg.bias_v,
+                                 .params = &pl->params};
     return lf__launch_bias_rows(p->ctx, &b, p->tl);
 }
 
@@ -190,7 +191,8 @@ static lf_status compress_input_side(const lf_pass *p, cl_mem x, cl_mem comp, si
     const lf_bias_rows_args b = {.y = comp, .ld = (int)comp_ld, .cols = (int)comp_ld, .rows = (int)rows,
                                  .bias = p->w->buf[LF_BUF_B_QKV], .bias_off = q,
                                  .has_bias = pl->cfg.bias_k || pl->cfg.bias_v,
-                                 .lengths = p->ws->buf[LF_WS_LENGTHS], .rows_per_seq = pl->cfg.k};
+                                 .lengths = p->ws->buf[LF_WS_LENGTHS], .rows_per_seq = pl->cfg.k,
+                                 .params = &pl->params};
     return lf__launch_bias_rows(p->ctx, &b, p->tl);
 }
 
@@ -287,7 +289,7 @@ static lf_status attend_gemm(const lf_pass *p, lf_view q, lf_view k, lf_view v, 
             LF_TRY(lf__gemm(p->ctx, &s, p->tl));
             const lf_softmax_rows_args sm = {.scores = scores, .ld = (int)nk, .n_rows = (int)n, .rows_valid = len,
                                              .cols_valid = keys_valid, .causal = pl->cfg.causal, .count = hc,
-                                             .group = pl->softmax_group};
+                                             .group = (size_t)pl->params.softmax_group};
             LF_TRY(lf__launch_softmax_rows(p->ctx, &sm, p->tl));
             /* only the valid keys: 0 x NaN in a padded value row would be NaN */
             lf_gemm_args pv = {.m = n, .n = dh, .k = (size_t)keys_valid, .alpha = 1.0f,
@@ -313,7 +315,8 @@ static lf_status output(const lf_pass *p, cl_mem y)
     LF_TRY(lf__gemm(p->ctx, &g, p->tl));
     const lf_bias_rows_args b = {.y = y, .ld = (int)D, .cols = (int)D, .rows = (int)rows,
                                  .bias = p->w->buf[LF_BUF_B_O], .has_bias = pl->cfg.bias_out,
-                                 .lengths = p->ws->buf[LF_WS_LENGTHS], .rows_per_seq = p->n, .mask = true};
+                                 .lengths = p->ws->buf[LF_WS_LENGTHS], .rows_per_seq = p->n, .mask = true,
+                                 .params = &pl->params};
     return lf__launch_bias_rows(p->ctx, &b, p->tl);
 }
 
@@ -371,6 +374,6 @@ lf_status lf__attention_probabilities(const lf_pass *p, cl_mem x, int head)
     LF_TRY(lf__gemm(p->ctx, &s, p->tl));
     const lf_softmax_rows_args sm = {.scores = p->ws->buf[LF_WS_SCORES], .ld = (int)n, .n_rows = (int)n,
                                      .rows_valid = p->lengths[0], .cols_valid = p->lengths[0],
-                                     .causal = pl->cfg.causal, .count = 1, .group = pl->softmax_group};
+                                     .causal = pl->cfg.causal, .count = 1, .group = (size_t)pl->params.softmax_group};
     return lf__launch_softmax_rows(p->ctx, &sm, p->tl);
 }

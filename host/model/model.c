@@ -209,9 +209,7 @@ static void release(lf_model *m)
 static lf_status create(lf_context *ctx, lf_model *m, const lf_attention_config *attn)
 {
     LF_TRY(check_config(ctx, &m->cfg));
-    lf_kernel_params kp;
-    LF_TRY(lf__kernel_params(&ctx->info, &kp, ctx->error, sizeof ctx->error));
-    m->layernorm_group = (size_t)kp.layernorm_group;
+    LF_TRY(lf__kernel_params(&ctx->info, &m->params, ctx->error, sizeof ctx->error));
     if (!(m->layer = calloc(m->cfg.info.layers, sizeof *m->layer)))
         return lf__fail(ctx, LF_ERR_OUT_OF_MEMORY, "out of host memory for %d layers", m->cfg.info.layers);
     int max_len = m->cfg.positions ? m->cfg.positions - m->cfg.pos_offset : 1 << 24;

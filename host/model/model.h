@@ -52,7 +52,7 @@ struct lf_model {
     size_t act_cap[LF_A_COUNT];
     lf_workspace ws;
     lf_timeline tl;
-    size_t layernorm_group; /* WG wanted for layernorm_rows (kernel_params.h) */
+    lf_kernel_params params; /* the device's (kernel_params.h), as resolved at creation */
 };
 
 /* Creates a model with every weight buffer allocated (biases that are off

@@ -31,7 +31,7 @@ static lf_status layernorm(const lf_run *r, cl_mem x, cl_mem res, cl_mem out, cl
 {
     const lf_layernorm_args a = {.x = x, .r = res, .out = out, .gamma = g, .beta = b, .d = r->m->cfg.info.d_model,
                                  .rows = (int)r->rows, .eps = r->m->cfg.eps, .has_r = res != NULL,
-                                 .write_sum = write_sum, .group = r->m->layernorm_group};
+                                 .write_sum = write_sum, .params = &r->m->params};
     return lf__launch_layernorm(r->m->ctx, &a, &r->m->tl);
 }
 
@@ -47,14 +47,14 @@ static lf_status feed_forward(const lf_run *r, const lf_model_layer *L, cl_mem i
     LF_TRY(lf__gemm(m->ctx, &g1, &m->tl));
     const lf_bias_act_args ba = {.y = act(r, LF_A_FF), .ld = (int)F2, .cols = (int)F, .rows = (int)r->rows,
                                  .bias = L->t[LF_L_B1], .has_bias = c->bias_ff1, .glu = c->info.glu,
-                                 .act = c->info.activation};
+                                 .act = c->info.activation, .params = &m->params};
     LF_TRY(lf__launch_bias_act(m->ctx, &ba, &m->tl));
     lf_gemm_args g2 = {.trans_b = true, .m = r->rows, .n = D, .k = F, .alpha = 1.0f, .beta = beta,
                        .a = act(r, LF_A_FF), .lda = F2, .b = L->t[LF_L_W2], .ldb = F, .c = out, .ldc = D,
                        .seq_rows = r->n, .what = "gemm ffn2"};
     LF_TRY(lf__gemm(m->ctx, &g2, &m->tl));
     const lf_bias_rows_args b2 = {.y = out, .ld = (int)D, .cols = (int)D, .rows = (int)r->rows,
-                                  .bias = L->t[LF_L_B2], .has_bias = c->bias_ff2};
+                                  .bias = L->t[LF_L_B2], .has_bias = c->bias_ff2, .params = &m->params};
     return lf__launch_bias_rows(m->ctx, &b2, &m->tl);
 }
 
@@ -136,7 +136,8 @@ static lf_status head_transform(const lf_run *r, cl_mem *X)
                       .b = m->m[LF_M_HEAD_DENSE_W], .ldb = D, .c = H, .ldc = D, .seq_rows = r->n, .what = "gemm head"};
     LF_TRY(lf__gemm(m->ctx, &g, &m->tl));
     const lf_bias_act_args ba = {.y = H, .ld = (int)D, .cols = (int)D, .rows = (int)r->rows,
-                                 .bias = m->m[LF_M_HEAD_DENSE_B], .has_bias = 1, .act = m->cfg.info.activation};
+                                 .bias = m->m[LF_M_HEAD_DENSE_B], .has_bias = 1, .act = m->cfg.info.activation,
+                                 .params = &m->params};
     LF_TRY(lf__launch_bias_act(m->ctx, &ba, &m->tl));
     *X = H;
     return layernorm(r, H, NULL, H, m->m[LF_M_HEAD_LN_G], m->m[LF_M_HEAD_LN_B], false);
@@ -162,7 +163,8 @@ static lf_status output(const lf_run *r, cl_mem y)
     }
     const lf_bias_rows_args b = {.y = lm ? y : X, .ld = (int)width, .cols = (int)width, .rows = (int)r->rows,
                                  .bias = m->m[LF_M_HEAD_B], .has_bias = lm && c->head_bias,
-                                 .lengths = m->ws.buf[LF_WS_LENGTHS], .rows_per_seq = r->n, .mask = true};
+                                 .lengths = m->ws.buf[LF_WS_LENGTHS], .rows_per_seq = r->n, .mask = true,
+                                 .params = &m->params};
     LF_TRY(lf__launch_bias_rows(m->ctx, &b, &m->tl));
     return lm ? LF_OK : copy(r, X, y, r->rows * D * sizeof(float), "copy");
 }
@@ -175,7 +177,8 @@ static lf_status layer_input(const lf_run *r, const lf_model_layer *L, cl_mem ou
     LF_TRY(attention_input(r, L, &in));
     LF_TRY(copy(r, in, out, r->rows * D * sizeof(float), "copy"));
     const lf_bias_rows_args b = {.y = out, .ld = D, .cols = D, .rows = (int)r->rows,
-                                 .lengths = r->m->ws.buf[LF_WS_LENGTHS], .rows_per_seq = r->n, .mask = true};
+                                 .lengths = r->m->ws.buf[LF_WS_LENGTHS], .rows_per_seq = r->n, .mask = true,
+                                 .params = &r->m->params};
     return lf__launch_bias_rows(r->m->ctx, &b, &r->m->tl);
 }
 

@@ -51,10 +51,12 @@ lf_status lf_copy_rate(lf_context *ctx, size_t floats, double *gbps)
     for (size_t i = 0; i < floats; i++) host[i] = (float)(i % 251) - 125.0f;
     pthread_mutex_lock(&ctx->lock);
     cl_mem src = NULL, dst = NULL;
-    lf_status st = lf__alloc(ctx, floats * sizeof(float), "copy source", &src);
+    lf_kernel_params kp;
+    lf_status st = lf__kernel_params(&ctx->info, &kp, ctx->error, sizeof ctx->error);
+    if (st == LF_OK) st = lf__alloc(ctx, floats * sizeof(float), "copy source", &src);
     if (st == LF_OK) st = lf__alloc(ctx, floats * sizeof(float), "copy destination", &dst);
     if (st == LF_OK) st = lf__upload(ctx, src, 0, host, floats * sizeof *host);
-    const lf_copy_args a = {.src = src, .dst = dst, .count = floats};
+    const lf_copy_args a = {.src = src, .dst = dst, .count = floats, .params = &kp};
     double ms[LF_COPY_REPEAT + 1];
     if (st == LF_OK) st = timed_copies(ctx, &a, LF_COPY_REPEAT, ms);
     if (st == LF_OK) st = check_copy(ctx, dst, host, floats);

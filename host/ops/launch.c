@@ -1,6 +1,5 @@
 /* launch.c - the typed launchers of launch.h. */
 #include "launch.h"
-#include "kernel_params.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -40,13 +39,13 @@ lf_status lf__launch(lf_context *ctx, cl_kernel k, const char *what, cl_uint dim
     return LF_OK;
 }
 
-/* This context's device's kernel parameters (kernel_params.h) and the
- * elementwise kernels' -D options from them. */
-static lf_status elementwise_params(lf_context *ctx, lf_kernel_params *kp, char *opts, size_t size)
+/* The -D options of activation.cl: its activation and the vector shape of kp. */
+static lf_status activation_options(lf_context *ctx, const char *what, const lf_kernel_params *kp, lf_activation act,
+                                    bool glu, char *opts, size_t size)
 {
-    char msg[256];
-    if (lf__kernel_params(&ctx->info, kp, msg, sizeof msg) != LF_OK) return lf__fail(ctx, LF_ERR_ARGUMENT, "%s", msg);
-    snprintf(opts, size, "-DVW=%d -DRUN=%d", kp->vector_width, kp->vector_run);
+    if (!kp) return lf__fail(ctx, LF_ERR_STATE, "%s: launched without the device's kernel parameters", what);
+    snprintf(opts, size, "-DACT=%d -DGLU=%d -DVW=%d -DRUN=%d", (int)act, glu ? 1 : 0, kp->vector_width,
+             kp->vector_run);
     return LF_OK;
 }
 
@@ -116,10 +115,8 @@ lf_status lf__launch_softmax_rows(lf_context *ctx, const lf_softmax_rows_args *a
 lf_status lf__launch_bias_rows(lf_context *ctx, const lf_bias_rows_args *a, lf_timeline *t)
 {
     if (!a->has_bias && !a->mask) return LF_OK;
-    lf_kernel_params kp;
-    char shape[64], opts[128];
-    LF_TRY(elementwise_params(ctx, &kp, shape, sizeof shape));
-    snprintf(opts, sizeof opts, "-DACT=0 -DGLU=0 %s", shape); /* the program of bias_act without an activation */
+    char opts[128]; /* the program of bias_act without an activation */
+    LF_TRY(activation_options(ctx, "bias_rows", a->params, (lf_activation)0, false, opts, sizeof opts));
     cl_kernel k;
     LF_TRY(lf__kernel(ctx, "activation.cl", opts, "bias_rows", &k));
     const cl_ulong off = a->y_off, boff = a->bias_off;
@@ -128,8 +125,8 @@ lf_status lf__launch_bias_rows(lf_context *ctx, const lf_bias_rows_args *a, lf_t
     LF_TRY(set_args(ctx, k, "bias_rows",
                     ARGS(ARG(a->y), ARG(off), ARG(a->ld), ARG(a->cols), ARG(bias), ARG(boff), ARG(has_bias),
                          ARG(a->lengths), ARG(a->rows_per_seq), ARG(mask))));
-    const size_t per_item = (size_t)kp.vector_width * kp.vector_run;
-    return launch_elementwise(ctx, k, "bias_rows", &kp, ((size_t)a->cols + per_item - 1) / per_item,
+    const size_t per_item = (size_t)a->params->vector_width * a->params->vector_run;
+    return launch_elementwise(ctx, k, "bias_rows", a->params, ((size_t)a->cols + per_item - 1) / per_item,
                               (size_t)a->rows, t);
 }
 
@@ -149,52 +146,49 @@ lf_status lf__launch_seq_project_window(lf_context *ctx, const lf_seq_project_wi
 
 lf_status lf__launch_layernorm(lf_context *ctx, const lf_layernorm_args *a, lf_timeline *t)
 {
-    lf_kernel_params kp;
-    LF_TRY(elementwise_params(ctx, &kp, NULL, 0)); /* float4s whatever the variant: no -D options */
-    const bool cpu = kp.variant == LF_VARIANT_CPU; /* a row a work-item; else a work-group a row */
+    const lf_kernel_params *kp = a->params; /* float4s whatever the variant: no -D options of its shape */
+    if (!kp) return lf__fail(ctx, LF_ERR_STATE, "layernorm: launched without the device's kernel parameters");
+    const bool cpu = kp->variant == LF_VARIANT_CPU; /* a row a work-item; else a work-group a row */
     cl_kernel k;
     size_t wg = 1;
     if (cpu) LF_TRY(lf__kernel(ctx, "layernorm.cl", "", "layernorm_rows_cpu", &k));
-    else LF_TRY(lf__kernel_sized(ctx, "layernorm.cl", "", "layernorm_rows", "WG", a->group, 1, &k, &wg));
+    else LF_TRY(lf__kernel_sized(ctx, "layernorm.cl", "", "layernorm_rows", "WG", (size_t)kp->layernorm_group, 1,
+                                 &k, &wg));
     const int has_r = a->has_r, write_sum = a->write_sum;
     const cl_mem r = a->r ? a->r : a->x; /* never read without has_r */
     LF_TRY(set_args(ctx, k, cpu ? "layernorm_rows_cpu" : "layernorm_rows",
                     ARGS(ARG(a->x), ARG(r), ARG(a->out), ARG(a->gamma), ARG(a->beta), ARG(a->d), ARG(a->eps),
                          ARG(has_r), ARG(write_sum), ARG(a->rows))));
-    if (cpu) return launch_elementwise(ctx, k, "layernorm", &kp, (size_t)a->rows, 1, t);
+    if (cpu) return launch_elementwise(ctx, k, "layernorm", kp, (size_t)a->rows, 1, t);
     const size_t local[2] = {wg, 1}, global[2] = {wg, (size_t)a->rows};
     return lf__launch(ctx, k, "layernorm", 2, global, local, t);
 }
 
 lf_status lf__launch_bias_act(lf_context *ctx, const lf_bias_act_args *a, lf_timeline *t)
 {
-    lf_kernel_params kp;
-    char shape[64], opts[128];
-    LF_TRY(elementwise_params(ctx, &kp, shape, sizeof shape));
-    snprintf(opts, sizeof opts, "-DACT=%d -DGLU=%d %s", (int)a->act, a->glu ? 1 : 0, shape);
+    char opts[128];
+    LF_TRY(activation_options(ctx, "bias_act", a->params, a->act, a->glu, opts, sizeof opts));
     cl_kernel k;
     LF_TRY(lf__kernel(ctx, "activation.cl", opts, "bias_act", &k));
     const int has_bias = a->has_bias;
     const cl_mem bias = a->bias ? a->bias : a->y; /* never read without has_bias */
     LF_TRY(set_args(ctx, k, "bias_act", ARGS(ARG(a->y), ARG(a->ld), ARG(a->cols), ARG(bias), ARG(has_bias))));
-    const size_t per_item = (size_t)kp.vector_width * kp.vector_run;
-    return launch_elementwise(ctx, k, "bias_act", &kp, ((size_t)a->cols + per_item - 1) / per_item,
+    const size_t per_item = (size_t)a->params->vector_width * a->params->vector_run;
+    return launch_elementwise(ctx, k, "bias_act", a->params, ((size_t)a->cols + per_item - 1) / per_item,
                               (size_t)a->rows, t);
 }
 
 lf_status lf__launch_copy(lf_context *ctx, const lf_copy_args *a, lf_timeline *t)
 {
     if (a->count > INT_MAX) return lf__fail(ctx, LF_ERR_ARGUMENT, "copy of %zu floats: at most %d", a->count, INT_MAX);
-    lf_kernel_params kp;
-    char shape[64], opts[128];
-    LF_TRY(elementwise_params(ctx, &kp, shape, sizeof shape));
-    snprintf(opts, sizeof opts, "-DACT=0 -DGLU=0 %s", shape); /* the program of bias_act without an activation */
+    char opts[128]; /* the program of bias_act without an activation */
+    LF_TRY(activation_options(ctx, "copy", a->params, (lf_activation)0, false, opts, sizeof opts));
     cl_kernel k;
     LF_TRY(lf__kernel(ctx, "activation.cl", opts, "copy_floats", &k));
     const int count = (int)a->count;
     LF_TRY(set_args(ctx, k, "copy_floats", ARGS(ARG(a->src), ARG(a->dst), ARG(count))));
-    const size_t per_item = (size_t)kp.vector_width * kp.vector_run;
-    return launch_elementwise(ctx, k, "copy", &kp, (a->count + per_item - 1) / per_item, 1, t);
+    const size_t per_item = (size_t)a->params->vector_width * a->params->vector_run;
+    return launch_elementwise(ctx, k, "copy", a->params, (a->count + per_item - 1) / per_item, 1, t);
 }
 
 lf_status lf__launch_embed(lf_context *ctx, const lf_embed_args *a, lf_timeline *t)

@@ -3,11 +3,15 @@
  * whose fields are the kernel's arguments, so a call cannot pass too few or
  * too many; the launcher builds the kernel with its -D parameters, checks the
  * argument count against the built kernel, picks the work sizes and records
- * the command on the timeline (may be NULL) under the kernel's name.
+ * the command on the timeline (may be NULL) under the kernel's name. The
+ * elementwise kernels' vector shape and group come in `params`: the device's
+ * kernel parameters (kernel_params.h), which a layer or model resolves once,
+ * when it is created.
  */
 #ifndef LF_LAUNCH_H
 #define LF_LAUNCH_H
 
+#include "kernel_params.h"
 #include "runtime.h"
 
 /* Rows of a [batch, rows, cols] tensor in a buffer: element (b, i, c) sits at
@@ -64,6 +68,7 @@ typedef struct {
     cl_mem lengths;
     int rows_per_seq;
     bool mask;
+    const lf_kernel_params *params;
 } lf_bias_rows_args;
 lf_status lf__launch_bias_rows(lf_context *ctx, const lf_bias_rows_args *a, lf_timeline *t);
 
@@ -92,8 +97,8 @@ typedef struct {
     int d, rows;
     float eps;
     bool has_r, write_sum;
-    size_t group; /* the GPU variant's WG wanted (the device may allow fewer); the CPU
-                   * variant takes a row a work-item */
+    const lf_kernel_params *params; /* the variant; the GPU one's WG wanted (the device may allow
+                                     * fewer); the CPU one takes a row a work-item */
 } lf_layernorm_args;
 lf_status lf__launch_layernorm(lf_context *ctx, const lf_layernorm_args *a, lf_timeline *t);
 
@@ -106,6 +111,7 @@ typedef struct {
     cl_mem bias; /* may be NULL without has_bias */
     bool has_bias, glu;
     lf_activation act; /* its value is the kernel's ACT; 0 = none */
+    const lf_kernel_params *params;
 } lf_bias_act_args;
 lf_status lf__launch_bias_act(lf_context *ctx, const lf_bias_act_args *a, lf_timeline *t);
 
@@ -114,6 +120,7 @@ lf_status lf__launch_bias_act(lf_context *ctx, const lf_bias_act_args *a, lf_tim
 typedef struct {
     cl_mem src, dst;
     size_t count;
+    const lf_kernel_params *params;
 } lf_copy_args;
 lf_status lf__launch_copy(lf_context *ctx, const lf_copy_args *a, lf_timeline *t);
 
