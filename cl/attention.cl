@@ -20,13 +20,14 @@
  * Global: (rows rounded up to TQ, heads, batch), local (TQ, 1, 1).
  *
  * With QB > 1 (the CPU variant, chosen by the plan for CPU devices) a
- * work-item owns QB consecutive queries instead, one per lane of a vector, and
- * reads keys and values straight from global memory (they stay in cache): no
- * local memory, no barriers, and every key element is loaded once for QB
- * queries and broadcast across the lanes, so the compiler's vectors are full
- * whatever DH is. Global: (ceil(rows / QB) rounded up to local[0], heads,
- * batch), local of TQ work-items in all, across heads where they divide
- * them (the kernel reads only global ids).
+ * work-item owns QV vectors of QB consecutive queries instead, one query per
+ * lane, and reads keys and values straight from global memory (they stay in
+ * cache): no local memory, no barriers, and every key element is loaded once
+ * for QV QB queries and broadcast across the lanes, so the compiler's
+ * vectors are full whatever DH is, and a pass over DH does QV FMAs for each
+ * load of a key. Global: (ceil(rows / (QV QB)) rounded up to local[0],
+ * heads, batch), local of TQ work-items in all, across heads where they
+ * divide them (the kernel reads only global ids).
  */
 
 /* Build parameters (the layer's plan sets them; these defaults let the file
@@ -191,139 +192,179 @@ typedef CAT(int, QB) qint;
 #define KB 8
 constant int lane_index[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 
-/* s[j] = scores of the lanes' queries (qt[d][lane], already scaled) against
- * key rows j0 .. j0 + tk - 1. */
-INLINE void scores(const float (*qt)[QB], const global float *kb, int k_ld, int j0, int tk, qvec *s)
+#ifndef QV
+#define QV 1 /* query vectors of one work-item: QV QB queries, each key and value element loaded once for all */
+#endif
+#define QW (QV * QB) /* queries of one work-item */
+
+/* s[v][j] = scores of vector v's queries (qt[d][v QB + lane], already
+ * scaled) against key rows j0 .. j0 + tk - 1. */
+INLINE void scores(const float (*qt)[QW], const global float *kb, int k_ld, int j0, int tk, qvec (*s)[TK])
 {
     for (int jb = 0; jb < tk; jb += KB) {
         const global float *kr[KB];
-        qvec acc[KB];
+        qvec acc[QV][KB];
         #pragma unroll
         for (int u = 0; u < KB; u++) {
             kr[u] = kb + (ulong)(j0 + min(jb + u, tk - 1)) * k_ld; /* past tk: a repeat, never kept */
-            acc[u] = (qvec)0.0f;
+            #pragma unroll
+            for (int v = 0; v < QV; v++) acc[v][u] = (qvec)0.0f;
         }
         for (int d = 0; d < DH; d++) {
-            const qvec qd = LOADQ(qt[d]);
+            qvec qd[QV];
             #pragma unroll
-            for (int u = 0; u < KB; u++) acc[u] = fma(qd, (qvec)kr[u][d], acc[u]);
+            for (int v = 0; v < QV; v++) qd[v] = LOADQ(qt[d] + v * QB);
+            #pragma unroll
+            for (int u = 0; u < KB; u++) {
+                const qvec key = (qvec)kr[u][d];
+                #pragma unroll
+                for (int v = 0; v < QV; v++) acc[v][u] = fma(qd[v], key, acc[v][u]);
+            }
         }
-        for (int u = 0; u < KB && jb + u < tk; u++) s[jb + u] = acc[u];
+        for (int u = 0; u < KB && jb + u < tk; u++)
+            #pragma unroll
+            for (int v = 0; v < QV; v++) s[v][jb + u] = acc[v][u];
     }
 }
 
-/* ot = ot corr + sum_j p[j] v[j0 + j], over value rows j0 .. j0 + tk - 1.
- * Without CAUSAL every lane takes every row (rows past a length are cleared
- * at the end); with it a lane adds only its valid rows, so that a NaN or inf
- * in a value it must not see cannot reach it through 0 * inf. */
-INLINE void accumulate(float (*ot)[QB], qvec corr, const qvec *p, const qint *valid, const global float *vb,
+/* ot = ot corr + sum_j p[j] v[j0 + j], over value rows j0 .. j0 + tk - 1,
+ * for each query vector. Without CAUSAL every lane takes every row (rows
+ * past a length are cleared at the end); with it a lane adds only its valid
+ * rows, so that a NaN or inf in a value it must not see cannot reach it
+ * through 0 * inf. */
+INLINE void accumulate(float (*ot)[QW], const qvec *corr, qvec (*p)[TK], qint (*valid)[TK], const global float *vb,
                        int v_ld, int j0, int tk)
 {
     for (int jb = 0; jb < tk; jb += KB) {
         const global float *vr[KB];
-        qvec pu[KB];
+        qvec pu[QV][KB];
 #if CAUSAL
-        qint ok[KB];
+        qint ok[QV][KB];
 #endif
         #pragma unroll
         for (int u = 0; u < KB; u++) {
             const int j = min(jb + u, tk - 1);
             vr[u] = vb + (ulong)(j0 + j) * v_ld;
-            pu[u] = jb + u < tk ? p[j] : (qvec)0.0f; /* past tk: a repeated row, weighing 0 */
-#if CAUSAL
-            ok[u] = jb + u < tk ? valid[j] : (qint)0;
-#endif
-        }
-        const qvec scale = jb == 0 ? corr : (qvec)1.0f;
-        for (int d = 0; d < DH; d++) {
-            qvec acc = LOADQ(ot[d]) * scale;
             #pragma unroll
-            for (int u = 0; u < KB; u++) {
+            for (int v = 0; v < QV; v++) {
+                pu[v][u] = jb + u < tk ? p[v][j] : (qvec)0.0f; /* past tk: a repeated row, weighing 0 */
 #if CAUSAL
-                acc = select(acc, fma(pu[u], (qvec)vr[u][d], acc), ok[u]);
-#else
-                acc = fma(pu[u], (qvec)vr[u][d], acc);
+                ok[v][u] = jb + u < tk ? valid[v][j] : (qint)0;
 #endif
             }
-            STOREQ(acc, ot[d]);
+        }
+        for (int d = 0; d < DH; d++) {
+            qvec acc[QV];
+            #pragma unroll
+            for (int v = 0; v < QV; v++) acc[v] = LOADQ(ot[d] + v * QB) * (jb == 0 ? corr[v] : (qvec)1.0f);
+            #pragma unroll
+            for (int u = 0; u < KB; u++) {
+                const qvec value = (qvec)vr[u][d];
+                #pragma unroll
+                for (int v = 0; v < QV; v++) {
+#if CAUSAL
+                    acc[v] = select(acc[v], fma(pu[v][u], value, acc[v]), ok[v][u]);
+#else
+                    acc[v] = fma(pu[v][u], value, acc[v]);
+#endif
+                }
+            }
+            #pragma unroll
+            for (int v = 0; v < QV; v++) STOREQ(acc[v], ot[d] + v * QB);
         }
     }
 }
 
 /* Folds keys j_begin .. j_end - 1 into each lane's running max m, sum l and
- * weighted values ot (an online softmax); with CAUSAL, lane x takes key j
- * only when lo[x] <= j < hi[x]. */
-INLINE void sweep(const float (*qt)[QB], float (*ot)[QB], qvec *m, qvec *l, const global float *kb, int k_ld,
-                  const global float *vb, int v_ld, int j_begin, int j_end, qint lo, qint hi)
+ * weighted values ot (an online softmax); with CAUSAL, lane x of vector v
+ * takes key j only when lo[v][x] <= j < hi[v][x]. */
+INLINE void sweep(const float (*qt)[QW], float (*ot)[QW], qvec *m, qvec *l, const global float *kb, int k_ld,
+                  const global float *vb, int v_ld, int j_begin, int j_end, const qint *lo, const qint *hi)
 {
     for (int j0 = j_begin; j0 < j_end; j0 += TK) {
         const int tk = min(TK, j_end - j0);
-        qvec s[TK];
-        qint valid[TK]; /* causal only: which lanes take key j0 + j */
+        qvec s[QV][TK], corr[QV];
+        qint valid[QV][TK]; /* causal only: which lanes take key j0 + j */
         scores(qt, kb, k_ld, j0, tk, s);
-        qvec tile_max = (qvec)(-INFINITY);
-        for (int j = 0; j < tk; j++) {
+        #pragma unroll
+        for (int v = 0; v < QV; v++) {
+            qvec tile_max = (qvec)(-INFINITY);
+            for (int j = 0; j < tk; j++) {
 #if CAUSAL
-            valid[j] = ((qint)(j0 + j) >= lo) & ((qint)(j0 + j) < hi);
-            s[j] = select((qvec)(-INFINITY), s[j], valid[j]);
+                valid[v][j] = ((qint)(j0 + j) >= lo[v]) & ((qint)(j0 + j) < hi[v]);
+                s[v][j] = select((qvec)(-INFINITY), s[v][j], valid[v][j]);
 #endif
-            tile_max = fmax(tile_max, s[j]);
-        }
-        const qvec m_new = fmax(*m, tile_max);
-        /* a lane with no key yet keeps m = -inf: subtract 0 there (exp(-inf - -inf) is NaN) */
-        const qvec base = select(m_new, (qvec)0.0f, m_new == (qvec)(-INFINITY));
-        const qvec corr = exp(*m - base);
-        *l *= corr;
-        for (int j = 0; j < tk; j++) {
-            s[j] = exp(s[j] - base);
-            *l += s[j];
+                tile_max = fmax(tile_max, s[v][j]);
+            }
+            const qvec m_new = fmax(m[v], tile_max);
+            /* a lane with no key yet keeps m = -inf: subtract 0 there (exp(-inf - -inf) is NaN) */
+            const qvec base = select(m_new, (qvec)0.0f, m_new == (qvec)(-INFINITY));
+            corr[v] = exp(m[v] - base);
+            l[v] *= corr[v];
+            for (int j = 0; j < tk; j++) {
+                s[v][j] = exp(s[v][j] - base);
+                l[v] += s[v][j];
+            }
+            m[v] = m_new;
         }
         accumulate(ot, corr, s, valid, vb, v_ld, j0, tk);
-        *m = m_new;
     }
 }
 
 kernel void attention_tiled(ATTENTION_ARGS)
 {
-    const int i0 = get_global_id(0) * QB, h = get_global_id(1), b = get_global_id(2);
+    const int i0 = get_global_id(0) * QW, h = get_global_id(1), b = get_global_id(2);
     if (i0 >= n_rows) return;
     const int len = lengths[b];
     const int nk = key_count > 0 ? key_count : len;
     const int hk = h / (heads / kv_heads);
-    const int live = clamp(min(len, n_rows) - i0, 0, QB); /* lanes 0 .. live - 1 are rows to attend */
+    const int live = clamp(min(len, n_rows) - i0, 0, QW); /* lanes 0 .. live - 1 are rows to attend */
     const global float *kb = kk + k_off + b * k_bstride + hk * DH;
     const global float *vb = vv + v_off + b * v_bstride + hk * DH;
 
-    float qt[DH][QB], ot[DH][QB]; /* [d][lane]: a lane's row is a column */
-    for (int x = 0; x < QB; x++) {
+    float qt[DH][QW], ot[DH][QW]; /* [d][query]: a query's row is a column */
+    for (int x = 0; x < QW; x++) {
         const global float *qrow = q + q_off + b * q_bstride + (ulong)min(i0 + x, n_rows - 1) * q_ld + h * DH;
         for (int d = 0; d < DH; d++) {
             qt[d][x] = x < live ? qrow[d] * scale : 0.0f;
             ot[d][x] = 0.0f;
         }
     }
-    qvec m = (qvec)(-INFINITY), l = (qvec)0.0f;
+    qvec m[QV], l[QV];
+    qint lo[QV], hi[QV];
+    #pragma unroll
+    for (int v = 0; v < QV; v++) m[v] = (qvec)(-INFINITY), l[v] = (qvec)0.0f;
 #if !CAUSAL
-    sweep(qt, ot, &m, &l, kb, k_ld, vb, v_ld, 0, live > 0 ? nk : 0, (qint)0, (qint)nk);
+    #pragma unroll
+    for (int v = 0; v < QV; v++) lo[v] = (qint)0, hi[v] = (qint)nk;
+    sweep(qt, ot, m, l, kb, k_ld, vb, v_ld, 0, live > 0 ? nk : 0, lo, hi);
 #else
-    const qint rows = i0 + CAT(vload, QB)(0, lane_index); /* each lane's query */
-    const int last = i0 + live - 1;          /* the last row to attend */
-    const qint alive = rows < (qint)len;     /* rows at or past len see nothing */
-    const qint upto = select((qint)0, rows + 1, alive);
+    qint rows[QV], upto[QV];
+    #pragma unroll
+    for (int v = 0; v < QV; v++) {
+        rows[v] = i0 + v * QB + CAT(vload, QB)(0, lane_index); /* each lane's query */
+        upto[v] = select((qint)0, rows[v] + 1, rows[v] < (qint)len); /* rows at or past len see nothing */
+    }
+    const int last = i0 + live - 1; /* the last row to attend */
     if (key_count > 0) { /* linformer: the slots j < i / w, then its own window's keys up to itself */
-        sweep(qt, ot, &m, &l, kb, k_ld, vb, v_ld, 0, live > 0 ? last / window : 0, (qint)0,
-              select((qint)0, rows / window, alive));
+        #pragma unroll
+        for (int v = 0; v < QV; v++) lo[v] = (qint)0, hi[v] = select((qint)0, rows[v] / window, rows[v] < (qint)len);
+        sweep(qt, ot, m, l, kb, k_ld, vb, v_ld, 0, live > 0 ? last / window : 0, lo, hi);
         const global float *skb = sk + sk_off + b * sk_bstride + hk * DH;
         const global float *svb = sv + sv_off + b * sv_bstride + hk * DH;
-        sweep(qt, ot, &m, &l, skb, sk_ld, svb, sv_ld, i0 / window * window, live > 0 ? last + 1 : 0,
-              rows / window * window, upto);
+        #pragma unroll
+        for (int v = 0; v < QV; v++) lo[v] = rows[v] / window * window;
+        sweep(qt, ot, m, l, skb, sk_ld, svb, sv_ld, i0 / window * window, live > 0 ? last + 1 : 0, lo, upto);
     } else { /* flash: keys 0 .. i */
-        sweep(qt, ot, &m, &l, kb, k_ld, vb, v_ld, 0, live > 0 ? last + 1 : 0, (qint)0, upto);
+        #pragma unroll
+        for (int v = 0; v < QV; v++) lo[v] = (qint)0;
+        sweep(qt, ot, m, l, kb, k_ld, vb, v_ld, 0, live > 0 ? last + 1 : 0, lo, upto);
     }
 #endif
-    float lsum[QB];
-    STOREQ(l, lsum);
-    for (int x = 0; x < QB && i0 + x < n_rows; x++) {
+    float lsum[QW];
+    #pragma unroll
+    for (int v = 0; v < QV; v++) STOREQ(l[v], lsum + v * QB);
+    for (int x = 0; x < QW && i0 + x < n_rows; x++) {
         global float *orow = o + o_off + b * o_bstride + (ulong)(i0 + x) * o_ld + h * DH;
         const float inv = lsum[x] > 0.0f ? 1.0f / lsum[x] : 0.0f;
         for (int d = 0; d < DH; d++) orow[d] = x < live ? ot[d][x] * inv : 0.0f; /* dead lanes summed junk */

@@ -50,11 +50,11 @@ static char *formatted(const lf_kernel_params *p)
 Test(kernel_params, defaults_by_device_type)
 {
     const lf_kernel_params cpu = params_of(LF_DEVICE_CPU, NULL);
-    cr_expect_str_eq(formatted(&cpu), "variant=cpu,tk=32,tq=8,qb=16,softmax_wg=256,layernorm_wg=128" CPU_EW);
+    cr_expect_str_eq(formatted(&cpu), "variant=cpu,tk=32,tq=8,qb=16,qv=2,softmax_wg=256,layernorm_wg=128" CPU_EW);
     static const lf_device_type others[] = {LF_DEVICE_GPU, LF_DEVICE_ACCELERATOR, LF_DEVICE_OTHER};
     for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
         const lf_kernel_params p = params_of(others[i], ""); /* empty: no override */
-        cr_expect_str_eq(formatted(&p), "variant=gpu,tk=32,tq=64,qb=1,softmax_wg=256,layernorm_wg=128" GPU_EW,
+        cr_expect_str_eq(formatted(&p), "variant=gpu,tk=32,tq=64,qb=1,qv=1,softmax_wg=256,layernorm_wg=128" GPU_EW,
                          "type %d", others[i]);
     }
 }
@@ -80,14 +80,14 @@ Test(kernel_params, first_matching_row_serves_the_device)
 Test(kernel_params, override_sets_the_keys_it_names)
 {
     static const struct { lf_device_type type; const char *text, *want; } cases[] = {
-        {LF_DEVICE_CPU, "tk=16", "variant=cpu,tk=16,tq=8,qb=16,softmax_wg=256,layernorm_wg=128" CPU_EW},
-        {LF_DEVICE_CPU, "variant=gpu", "variant=gpu,tk=32,tq=64,qb=1,softmax_wg=256,layernorm_wg=128" GPU_EW},
-        {LF_DEVICE_CPU, "tq=32,variant=gpu", "variant=gpu,tk=32,tq=32,qb=1,softmax_wg=256,layernorm_wg=128" GPU_EW},
+        {LF_DEVICE_CPU, "tk=16", "variant=cpu,tk=16,tq=8,qb=16,qv=2,softmax_wg=256,layernorm_wg=128" CPU_EW},
+        {LF_DEVICE_CPU, "variant=gpu", "variant=gpu,tk=32,tq=64,qb=1,qv=1,softmax_wg=256,layernorm_wg=128" GPU_EW},
+        {LF_DEVICE_CPU, "tq=32,variant=gpu", "variant=gpu,tk=32,tq=32,qb=1,qv=1,softmax_wg=256,layernorm_wg=128" GPU_EW},
         {LF_DEVICE_GPU, "variant=cpu,qb=4,softmax_wg=5,layernorm_wg=3",
-         "variant=cpu,tk=32,tq=8,qb=4,softmax_wg=5,layernorm_wg=3" CPU_EW},
-        {LF_DEVICE_GPU, "variant=gpu,tk=1024,tq=4096,qb=1,softmax_wg=1,layernorm_wg=4096,vw=16,run=64,elementwise_wg=4096",
-         "variant=gpu,tk=1024,tq=4096,qb=1,softmax_wg=1,layernorm_wg=4096,vw=16,run=64,elementwise_wg=4096"},
-        {LF_DEVICE_CPU, "elementwise_wg=0,vw=2", "variant=cpu,tk=32,tq=8,qb=16,softmax_wg=256,layernorm_wg=128,vw=2,run=4,"
+         "variant=cpu,tk=32,tq=8,qb=4,qv=2,softmax_wg=5,layernorm_wg=3" CPU_EW},
+        {LF_DEVICE_GPU, "variant=gpu,tk=1024,tq=4096,qb=1,qv=1,softmax_wg=1,layernorm_wg=4096,vw=16,run=64,elementwise_wg=4096",
+         "variant=gpu,tk=1024,tq=4096,qb=1,qv=1,softmax_wg=1,layernorm_wg=4096,vw=16,run=64,elementwise_wg=4096"},
+        {LF_DEVICE_CPU, "elementwise_wg=0,vw=2", "variant=cpu,tk=32,tq=8,qb=16,qv=2,softmax_wg=256,layernorm_wg=128,vw=2,run=4,"
                                                  "elementwise_wg=0"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const lf_kernel_params p = params_of(cases[i].type, cases[i].text);
@@ -110,13 +110,15 @@ Test(kernel_params, bad_overrides_are_refused_by_name)
         {"tk=16x", "got \"16x\""}, {"tk=+4", "got \"+4\""}, {"tk= 4", "got \" 4\""}, {"tk=-4", "got \"-4\""},
         {"softmax_wg=99999999999999999999999999999999999999", "got \"99999999999999999999999999999999999999\""},
         {"foo=1",
-         "unknown key \"foo\"; the keys are variant, tk, tq, qb, softmax_wg, layernorm_wg, vw, run and elementwise_wg"},
+         "unknown key \"foo\"; the keys are variant, tk, tq, qb, qv, softmax_wg, layernorm_wg, vw, run and elementwise_wg"},
         {"TK=8", "unknown key \"TK\""}, {"variant=GPU", "variant must be cpu or gpu, got \"GPU\""},
         {"variant=", "variant must be cpu or gpu, got \"\""}, {"tk=8,tk=8", "tk is given twice"},
         {"tk=8,", "an empty entry"}, {",tk=8", "an empty entry"}, {"tk", "\"tk\" is not key=value"},
         {"variant=gpu,qb=16", "variant=gpu takes qb=1, got qb=16"},
         {"variant=cpu,qb=1", "variant=cpu takes qb=2, 4, 8 or 16, got qb=1"},
         {"qb=3", "variant=cpu takes qb=2, 4, 8 or 16, got qb=3"},
+        {"variant=gpu,qv=2", "variant=gpu takes qv=1, got qv=2"}, {"qv=5", "qv must be an integer from 1 to 4"},
+        {"qv=0", "qv must be an integer from 1 to 4"},
         {"vw=3", "vw must be 1, 2, 4, 8 or 16, got vw=3"}, {"vw=32", "vw must be an integer from 1 to 16"},
         {"run=0", "run must be an integer from 1 to 64"}, {"elementwise_wg=-1", "got \"-1\""}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -190,7 +192,7 @@ Test(kernel_params, device_limits_lower_the_tiles)
 Test(kernel_params, override_changes_what_a_layer_runs)
 {
     static const struct { const char *text; int tk, qb; size_t tq, softmax; } cases[] = {
-        {"variant=cpu,tk=5,tq=3,qb=4,softmax_wg=7", 5, 4, 3, 7}, {"variant=gpu,tk=7,tq=5,softmax_wg=3", 7, 1, 5, 3}};
+        {"variant=cpu,tk=5,tq=3,qb=4,qv=2,softmax_wg=7", 5, 4, 3, 7}, {"variant=gpu,tk=7,tq=5,softmax_wg=3", 7, 1, 5, 3}};
     lf_device_info info;
     cr_assert_eq(lf_context_device_info(ctx, &info), LF_OK);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
@@ -258,8 +260,8 @@ Test(kernel_params, a_layer_keeps_the_parameters_it_was_created_with)
 Test(kernel_params, run_profile_prints_the_parameters)
 {
     static const char *const overrides[] = {
-        "variant=cpu,tk=5,tq=3,qb=8,softmax_wg=7,layernorm_wg=3,vw=4,run=3,elementwise_wg=2",
-        "variant=gpu,tk=7,tq=5,qb=1,softmax_wg=3,layernorm_wg=5,vw=2,run=5,elementwise_wg=3"};
+        "variant=cpu,tk=5,tq=3,qb=8,qv=3,softmax_wg=7,layernorm_wg=3,vw=4,run=3,elementwise_wg=2",
+        "variant=gpu,tk=7,tq=5,qb=1,qv=1,softmax_wg=3,layernorm_wg=5,vw=2,run=5,elementwise_wg=3"};
     for (size_t i = 0; i < 2; i++) {
         char cmd[1024], log[8192];
         snprintf(cmd, sizeof cmd, "LINFORMER_KERNEL_PARAMS=%s %s run --model %s/tests/data/models/encoder_short.model"

@@ -140,7 +140,7 @@ static lf_path auto_path(const lf_plan *p, const lf_device_info *dev)
 
 lf_attention_tiles lf__attention_tiles(const lf_kernel_params *kp, int dh, const lf_device_info *dev)
 {
-    lf_attention_tiles t = {kp->tile_keys, (size_t)kp->tile_queries, kp->query_block};
+    lf_attention_tiles t = {kp->tile_keys, (size_t)kp->tile_queries, kp->query_block, kp->query_vectors};
     while (t.tile_keys > 1 && 2ull * t.tile_keys * dh * sizeof(float) > dev->local_mem_bytes / 2) t.tile_keys /= 2;
     return t;
 }
@@ -221,6 +221,7 @@ lf_status lf__plan_resolve(const lf_attention_config *cfg, const lf_device_info 
     LF_TRY(lf__kernel_params(device, &kp, msg, msg_size));
     const lf_attention_tiles tiles = lf__attention_tiles(&kp, p->dh, device);
     p->tile_keys = tiles.tile_keys, p->tile_queries = tiles.tile_queries, p->query_block = tiles.query_block;
+    p->query_vectors = tiles.query_vectors;
     LF_TRY(kv_order(p, msg, msg_size));
     if (p->linformer && c->path == LF_PATH_AUTO) c->path = c->causal ? LF_PATH_FUSED : auto_path(p, device);
     if (!p->linformer) c->path = LF_PATH_AUTO;

@@ -51,7 +51,8 @@ typedef struct {
     /* kernel parameters (the -D options of cl/attention.cl and cl/softmax.cl) */
     int tile_keys;           /* TK: keys of one tile (staged in local memory, but for the CPU variant) */
     size_t tile_queries;     /* TQ wanted: work-items of one work-group (the device may allow fewer) */
-    int query_block;         /* QB: queries of one work-item (1, or the CPU variant's vector width) */
+    int query_block;         /* QB: queries of one vector (1, or the CPU variant's vector width) */
+    int query_vectors;       /* QV: the CPU variant's vectors of QB queries a work-item */
     lf_kernel_params params; /* the device's, as resolved at creation: the softmax's and elementwise kernels' */
 } lf_plan;
 
@@ -59,11 +60,12 @@ typedef struct {
  * (kernel_params.h): TK keys a tile, lowered until the 2 TK dh floats that
  * the GPU variant stages keep within half of the device's local memory; TQ
  * work-items wanted (lf__kernel_sized lowers them to what the device
- * allows), QB queries a work-item. */
+ * allows), QV vectors of QB queries a work-item. */
 typedef struct {
     int tile_keys;
     size_t tile_queries;
     int query_block;
+    int query_vectors;
 } lf_attention_tiles;
 lf_attention_tiles lf__attention_tiles(const lf_kernel_params *kp, int dh, const lf_device_info *dev);
 

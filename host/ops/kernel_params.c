@@ -19,17 +19,18 @@
  * their type. The generic rows are also what variant=cpu|gpu starts from.
  */
 static const lf_kernel_params_row table[] = {
-    /* CPU devices: 16 queries a work-item, 8 work-items a group laid across
-     * heads (bench/NOTES.md, item 9); softmax and LayerNorm groups as on GPUs;
+    /* CPU devices: two vectors of 16 queries a work-item (bench/NOTES.md,
+     * item 21), 8 work-items a group laid across heads (item 9); softmax and
+     * LayerNorm groups as on GPUs;
      * elementwise runs of four float16s in groups of one (item 14: larger
      * groups make Intel's compiler gather across work-items) */
     {LF_DEVICE_CPU, NULL,
-     {.variant = LF_VARIANT_CPU, .tile_keys = 32, .tile_queries = 8, .query_block = 16, .softmax_group = 256,
+     {.variant = LF_VARIANT_CPU, .tile_keys = 32, .tile_queries = 8, .query_block = 16, .query_vectors = 2, .softmax_group = 256,
       .layernorm_group = 128, .vector_width = 16, .vector_run = 4, .elementwise_group = 1}},
     /* every other device: one query a work-item, 64 a group, 32 keys a tile;
      * one float a work-item of the elementwise kernels */
     {LF_DEVICE_GPU | LF_DEVICE_ACCELERATOR | LF_DEVICE_OTHER, NULL,
-     {.variant = LF_VARIANT_GPU, .tile_keys = 32, .tile_queries = 64, .query_block = 1, .softmax_group = 256,
+     {.variant = LF_VARIANT_GPU, .tile_keys = 32, .tile_queries = 64, .query_block = 1, .query_vectors = 1, .softmax_group = 256,
       .layernorm_group = 128, .vector_width = 1, .vector_run = 1, .elementwise_group = 0}},
 };
 #define TABLE_ROWS (sizeof table / sizeof table[0])
@@ -43,6 +44,7 @@ static const struct {
     {"tk", offsetof(lf_kernel_params, tile_keys), 1, 1024},
     {"tq", offsetof(lf_kernel_params, tile_queries), 1, 4096},
     {"qb", offsetof(lf_kernel_params, query_block), 1, 16},
+    {"qv", offsetof(lf_kernel_params, query_vectors), 1, 4},
     {"softmax_wg", offsetof(lf_kernel_params, softmax_group), 1, 4096},
     {"layernorm_wg", offsetof(lf_kernel_params, layernorm_group), 1, 4096},
     {"vw", offsetof(lf_kernel_params, vector_width), 1, 16},
@@ -133,6 +135,8 @@ static lf_status check_widths(const lf_kernel_params *p, char *msg, size_t msg_s
     const int qb = p->query_block, vw = p->vector_width;
     if (vw & (vw - 1)) return FAIL("vw must be 1, 2, 4, 8 or 16, got vw=%d", vw);
     if (p->variant == LF_VARIANT_GPU && qb != 1) return FAIL("variant=gpu takes qb=1, got qb=%d", qb);
+    if (p->variant == LF_VARIANT_GPU && p->query_vectors != 1)
+        return FAIL("variant=gpu takes qv=1, got qv=%d", p->query_vectors);
     if (p->variant == LF_VARIANT_CPU && (qb < 2 || (qb & (qb - 1))))
         return FAIL("variant=cpu takes qb=2, 4, 8 or 16, got qb=%d", qb);
     return LF_OK;

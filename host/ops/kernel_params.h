@@ -28,7 +28,8 @@ typedef struct {
     lf_kernel_variant variant; /* "variant": cpu or gpu */
     int tile_keys;             /* "tk": TK, keys of one tile of the attention kernel */
     int tile_queries;          /* "tq": TQ, work-items of one group of the attention kernel */
-    int query_block;           /* "qb": QB, queries of one work-item: 1 (gpu) or 2, 4, 8, 16 (cpu) */
+    int query_block;           /* "qb": QB, queries of one vector: 1 (gpu) or 2, 4, 8, 16 (cpu) */
+    int query_vectors;         /* "qv": QV, vectors of QB queries of one work-item: 1 (gpu) or 1-4 (cpu) */
     int softmax_group;         /* "softmax_wg": WG of softmax_rows */
     int layernorm_group;       /* "layernorm_wg": WG of layernorm_rows */
     /* The elementwise kernels (activation.cl, and layernorm_rows_cpu for its

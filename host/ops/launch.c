@@ -76,9 +76,9 @@ static void cpu_group(size_t tq, int heads, size_t local[3])
 lf_status lf__launch_attention_tiled(lf_context *ctx, const lf_attention_tiled_args *a, lf_timeline *t)
 {
     char opts[128];
-    const int blk = a->query_block > 1 ? a->query_block : 1;
-    snprintf(opts, sizeof opts, "-DDH=%d -DTK=%d -DVW=%d -DCAUSAL=%d -DQB=%d", a->d_head, a->tile_keys,
-             a->d_head % 4 == 0 ? 4 : 1, a->causal, blk);
+    const int blk = a->query_block > 1 ? a->query_block : 1, qv = blk > 1 && a->query_vectors > 1 ? a->query_vectors : 1;
+    snprintf(opts, sizeof opts, "-DDH=%d -DTK=%d -DVW=%d -DCAUSAL=%d -DQB=%d -DQV=%d", a->d_head, a->tile_keys,
+             a->d_head % 4 == 0 ? 4 : 1, a->causal, blk, qv);
     cl_kernel k;
     size_t tq = 1;
     LF_TRY(lf__kernel_sized(ctx, "attention.cl", opts, "attention_tiled", "TQ", a->tile_queries, 1, &k, &tq));
@@ -95,7 +95,7 @@ lf_status lf__launch_attention_tiled(lf_context *ctx, const lf_attention_tiled_a
                          ARG(a->scale), ARG(window))));
     size_t local[3] = {tq, 1, 1};
     if (blk > 1) cpu_group(tq, a->heads, local);
-    const size_t items = ((size_t)a->n_rows + blk - 1) / blk;
+    const size_t per_item = (size_t)blk * qv, items = ((size_t)a->n_rows + per_item - 1) / per_item;
     const size_t global[3] = {round_up(items, local[0]), (size_t)a->heads, (size_t)a->batch};
     return lf__launch(ctx, k, "attention_tiled", 3, global, local, t);
 }

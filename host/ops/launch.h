@@ -42,7 +42,8 @@ typedef struct {
     int tile_keys;       /* TK */
     size_t tile_queries; /* TQ wanted (work-items of a group); the device may allow fewer. The CPU
                           * variant lays them across heads of the same queries where heads allow */
-    int query_block;     /* QB: queries of one work-item, 1 or (the CPU variant) 2, 4, 8, 16 */
+    int query_block;     /* QB: queries of one vector, 1 or (the CPU variant) 2, 4, 8, 16 */
+    int query_vectors;   /* QV: the CPU variant's vectors of QB queries a work-item (0 or 1: one) */
 } lf_attention_tiled_args;
 lf_status lf__launch_attention_tiled(lf_context *ctx, const lf_attention_tiled_args *a, lf_timeline *t);
 
