@@ -32,12 +32,13 @@ Test(kernel_builds, no_build_log_has_a_warning)
 {
     char opts[160];
     for (int qb = 1; qb <= 16; qb += 15)
-        for (int causal = 0; causal <= 1; causal++)
-            for (int dh = 5; dh <= 64; dh += 59) { /* vectors of 1 and of 4 */
-                snprintf(opts, sizeof opts, "-DDH=%d -DTK=%d -DVW=%d -DCAUSAL=%d -DQB=%d -DTQ=%d", dh, qb > 1 ? 32 : 8,
-                         dh % 4 ? 1 : 4, causal, qb, qb > 1 ? 8 : 64);
-                build("attention.cl", "attention_tiled", opts);
-            }
+        for (int qv = 1; qv <= (qb > 1 ? 2 : 1); qv++) /* the CPU variant's one and two query vectors */
+            for (int causal = 0; causal <= 1; causal++)
+                for (int dh = 5; dh <= 64; dh += 59) { /* vectors of 1 and of 4 */
+                    snprintf(opts, sizeof opts, "-DDH=%d -DTK=%d -DVW=%d -DCAUSAL=%d -DQB=%d -DQV=%d -DTQ=%d", dh,
+                             qb > 1 ? 32 : 8, dh % 4 ? 1 : 4, causal, qb, qv, qb > 1 ? 8 : 64);
+                    build("attention.cl", "attention_tiled", opts);
+                }
     build("softmax.cl", "softmax_rows", " -DWG=256");
     build("layernorm.cl", "layernorm_rows", " -DWG=128");
     build("layernorm.cl", "layernorm_rows_cpu", "");
