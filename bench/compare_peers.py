@@ -255,11 +255,11 @@ def compare(args, env, devices, name, n, factory):
                 device_ms, wall_ms, outputs[side] = forward(x)
                 times[side].append((device_ms, wall_ms))
     y_torch = outputs[sides[0][0]]
+    openvino_ms = [w for _, w in times[openvino_name]]
     rows = []
     for side, _ in sides:
         devices_ms, walls_ms = zip(*times[side])
         main_ms = [d if d is not None else w for d, w in times[side]]  # ours: device time; the peers: wall
-        openvino_ms = [w for _, w in times[openvino_name]]
         ratio = statistics.median(m / o for m, o in zip(main_ms, openvino_ms))
         rows.append((name, n, side, median_or_none(devices_ms), median_or_none(walls_ms), min(main_ms), ratio)
                     + errors(outputs[side], y_torch))

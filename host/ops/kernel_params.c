@@ -25,13 +25,13 @@ static const lf_kernel_params_row table[] = {
      * elementwise runs of four float16s in groups of one (item 14: larger
      * groups make Intel's compiler gather across work-items) */
     {LF_DEVICE_CPU, NULL,
-     {.variant = LF_VARIANT_CPU, .tile_keys = 32, .tile_queries = 8, .query_block = 16, .query_vectors = 2, .softmax_group = 256,
-      .layernorm_group = 128, .vector_width = 16, .vector_run = 4, .elementwise_group = 1}},
+     {.variant = LF_VARIANT_CPU, .tile_keys = 32, .tile_queries = 8, .query_block = 16, .query_vectors = 2,
+      .softmax_group = 256, .layernorm_group = 128, .vector_width = 16, .vector_run = 4, .elementwise_group = 1}},
     /* every other device: one query a work-item, 64 a group, 32 keys a tile;
      * one float a work-item of the elementwise kernels */
     {LF_DEVICE_GPU | LF_DEVICE_ACCELERATOR | LF_DEVICE_OTHER, NULL,
-     {.variant = LF_VARIANT_GPU, .tile_keys = 32, .tile_queries = 64, .query_block = 1, .query_vectors = 1, .softmax_group = 256,
-      .layernorm_group = 128, .vector_width = 1, .vector_run = 1, .elementwise_group = 0}},
+     {.variant = LF_VARIANT_GPU, .tile_keys = 32, .tile_queries = 64, .query_block = 1, .query_vectors = 1,
+      .softmax_group = 256, .layernorm_group = 128, .vector_width = 1, .vector_run = 1, .elementwise_group = 0}},
 };
 #define TABLE_ROWS (sizeof table / sizeof table[0])
 

@@ -39,14 +39,16 @@ lf_status lf__launch(lf_context *ctx, cl_kernel k, const char *what, cl_uint dim
     return LF_OK;
 }
 
-/* The -D options of activation.cl: its activation and the vector shape of kp. */
-static lf_status activation_options(lf_context *ctx, const char *what, const lf_kernel_params *kp, lf_activation act,
-                                    bool glu, char *opts, size_t size)
+/* A kernel of activation.cl, built for an activation (0: none, the program
+ * that bias_rows and copy_floats share) and the vector shape of kp. */
+static lf_status activation_kernel(lf_context *ctx, const char *name, const lf_kernel_params *kp, lf_activation act,
+                                   bool glu, cl_kernel *k)
 {
-    if (!kp) return lf__fail(ctx, LF_ERR_STATE, "%s: launched without the device's kernel parameters", what);
-    snprintf(opts, size, "-DACT=%d -DGLU=%d -DVW=%d -DRUN=%d", (int)act, glu ? 1 : 0, kp->vector_width,
+    if (!kp) return lf__fail(ctx, LF_ERR_STATE, "%s: launched without the device's kernel parameters", name);
+    char opts[128];
+    snprintf(opts, sizeof opts, "-DACT=%d -DGLU=%d -DVW=%d -DRUN=%d", (int)act, glu ? 1 : 0, kp->vector_width,
              kp->vector_run);
-    return LF_OK;
+    return lf__kernel(ctx, "activation.cl", opts, name, k);
 }
 
 /* Launches an elementwise kernel on (items, rows) work-items, in work-groups
@@ -59,6 +61,15 @@ static lf_status launch_elementwise(lf_context *ctx, cl_kernel k, const char *wh
     if (g > ctx->info.max_work_group_size) g = ctx->info.max_work_group_size;
     const size_t local[2] = {g, 1}, global[2] = {round_up(items, g), rows};
     return lf__launch(ctx, k, what, 2, global, kp->elementwise_group ? local : NULL, tl);
+}
+
+/* Launches a kernel of activation.cl over `cols` columns of `rows` rows: a
+ * work-item a run of kp's vectors. */
+static lf_status launch_runs(lf_context *ctx, cl_kernel k, const char *what, const lf_kernel_params *kp, size_t cols,
+                             size_t rows, lf_timeline *tl)
+{
+    const size_t per_item = (size_t)kp->vector_width * kp->vector_run;
+    return launch_elementwise(ctx, k, what, kp, (cols + per_item - 1) / per_item, rows, tl);
 }
 
 /* Work-group of the attention kernel's CPU variant, tq work-items: as many
@@ -76,7 +87,8 @@ static void cpu_group(size_t tq, int heads, size_t local[3])
 lf_status lf__launch_attention_tiled(lf_context *ctx, const lf_attention_tiled_args *a, lf_timeline *t)
 {
     char opts[128];
-    const int blk = a->query_block > 1 ? a->query_block : 1, qv = blk > 1 && a->query_vectors > 1 ? a->query_vectors : 1;
+    const int blk = a->query_block > 1 ? a->query_block : 1;
+    const int qv = blk > 1 && a->query_vectors > 1 ? a->query_vectors : 1;
     snprintf(opts, sizeof opts, "-DDH=%d -DTK=%d -DVW=%d -DCAUSAL=%d -DQB=%d -DQV=%d", a->d_head, a->tile_keys,
              a->d_head % 4 == 0 ? 4 : 1, a->causal, blk, qv);
     cl_kernel k;
@@ -115,19 +127,15 @@ lf_status lf__launch_softmax_rows(lf_context *ctx, const lf_softmax_rows_args *a
 lf_status lf__launch_bias_rows(lf_context *ctx, const lf_bias_rows_args *a, lf_timeline *t)
 {
     if (!a->has_bias && !a->mask) return LF_OK;
-    char opts[128]; /* the program of bias_act without an activation */
-    LF_TRY(activation_options(ctx, "bias_rows", a->params, (lf_activation)0, false, opts, sizeof opts));
     cl_kernel k;
-    LF_TRY(lf__kernel(ctx, "activation.cl", opts, "bias_rows", &k));
+    LF_TRY(activation_kernel(ctx, "bias_rows", a->params, (lf_activation)0, false, &k));
     const cl_ulong off = a->y_off, boff = a->bias_off;
     const int has_bias = a->has_bias, mask = a->mask;
     const cl_mem bias = a->bias ? a->bias : a->y; /* never read without has_bias */
     LF_TRY(set_args(ctx, k, "bias_rows",
                     ARGS(ARG(a->y), ARG(off), ARG(a->ld), ARG(a->cols), ARG(bias), ARG(boff), ARG(has_bias),
                          ARG(a->lengths), ARG(a->rows_per_seq), ARG(mask))));
-    const size_t per_item = (size_t)a->params->vector_width * a->params->vector_run;
-    return launch_elementwise(ctx, k, "bias_rows", a->params, ((size_t)a->cols + per_item - 1) / per_item,
-                              (size_t)a->rows, t);
+    return launch_runs(ctx, k, "bias_rows", a->params, (size_t)a->cols, (size_t)a->rows, t);
 }
 
 lf_status lf__launch_seq_project_window(lf_context *ctx, const lf_seq_project_window_args *a, lf_timeline *t)
@@ -166,29 +174,22 @@ lf_status lf__launch_layernorm(lf_context *ctx, const lf_layernorm_args *a, lf_t
 
 lf_status lf__launch_bias_act(lf_context *ctx, const lf_bias_act_args *a, lf_timeline *t)
 {
-    char opts[128];
-    LF_TRY(activation_options(ctx, "bias_act", a->params, a->act, a->glu, opts, sizeof opts));
     cl_kernel k;
-    LF_TRY(lf__kernel(ctx, "activation.cl", opts, "bias_act", &k));
+    LF_TRY(activation_kernel(ctx, "bias_act", a->params, a->act, a->glu, &k));
     const int has_bias = a->has_bias;
     const cl_mem bias = a->bias ? a->bias : a->y; /* never read without has_bias */
     LF_TRY(set_args(ctx, k, "bias_act", ARGS(ARG(a->y), ARG(a->ld), ARG(a->cols), ARG(bias), ARG(has_bias))));
-    const size_t per_item = (size_t)a->params->vector_width * a->params->vector_run;
-    return launch_elementwise(ctx, k, "bias_act", a->params, ((size_t)a->cols + per_item - 1) / per_item,
-                              (size_t)a->rows, t);
+    return launch_runs(ctx, k, "bias_act", a->params, (size_t)a->cols, (size_t)a->rows, t);
 }
 
 lf_status lf__launch_copy(lf_context *ctx, const lf_copy_args *a, lf_timeline *t)
 {
     if (a->count > INT_MAX) return lf__fail(ctx, LF_ERR_ARGUMENT, "copy of %zu floats: at most %d", a->count, INT_MAX);
-    char opts[128]; /* the program of bias_act without an activation */
-    LF_TRY(activation_options(ctx, "copy", a->params, (lf_activation)0, false, opts, sizeof opts));
     cl_kernel k;
-    LF_TRY(lf__kernel(ctx, "activation.cl", opts, "copy_floats", &k));
+    LF_TRY(activation_kernel(ctx, "copy_floats", a->params, (lf_activation)0, false, &k));
     const int count = (int)a->count;
     LF_TRY(set_args(ctx, k, "copy_floats", ARGS(ARG(a->src), ARG(a->dst), ARG(count))));
-    const size_t per_item = (size_t)a->params->vector_width * a->params->vector_run;
-    return launch_elementwise(ctx, k, "copy", a->params, (a->count + per_item - 1) / per_item, 1, t);
+    return launch_runs(ctx, k, "copy", a->params, a->count, 1, t);
 }
 
 lf_status lf__launch_embed(lf_context *ctx, const lf_embed_args *a, lf_timeline *t)
