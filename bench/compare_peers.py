@@ -22,7 +22,9 @@ forwards once, one after the other, so that a machine whose speed drifts (a
 shared one) slows every side alike rather than the one that ran in a slow
 minute. A row gives the median over the rounds, the fastest round, and the
 median over the rounds of its time divided by OpenVINO's in the same round.
-Every output is checked against PyTorch's: the largest absolute difference and
+--peers chooses the peers that run beside ours (OpenVINO alone, say, for many
+rounds against it in less time); without PyTorch among them, one untimed
+PyTorch forward still gives the reference output. Every output is checked against PyTorch's: the largest absolute difference and
 the relative error ||y - y_torch|| / ||y_torch||; a relative error above
 --tolerance makes the run exit 1 after the table is printed.
 
@@ -56,6 +58,7 @@ except ImportError as e:
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+PEERS = ("pytorch", "onnxruntime", "openvino")
 PLATFORM_NAMES = {"Portable Computing Language": "PoCL", "Intel(R) OpenCL": "Intel"}  # short names for the table
 
 
@@ -70,6 +73,8 @@ def parse_args():
     p.add_argument("--threads", type=int, default=2, help="threads of every side")
     p.add_argument("--opset", type=int, default=17, help="the ONNX opset of the export")
     p.add_argument("--tolerance", type=float, default=1e-4, help="largest relative error against PyTorch")
+    p.add_argument("--peers", default=",".join(PEERS),
+                   help="the peers timed beside ours, comma-separated from " + ", ".join(PEERS) + " (default: all)")
     p.add_argument("--devices", help="OpenCL device selectors, comma-separated (default: every device listed)")
     p.add_argument("--no-wall", action="store_true", help="skip the runs that give our wall time")
     p.add_argument("--linformer", default=os.path.join(ROOT, "build", "linformer"), help="the program")
@@ -83,6 +88,10 @@ def parse_args():
         p.error(f"--n is a comma-separated list of sequence lengths, got \"{args.n}\"")
     if min(args.n) < 1:
         p.error("every --n is at least 1")
+    args.peers = args.peers.split(",") if args.peers else []
+    unknown = [peer for peer in args.peers if peer not in PEERS]
+    if unknown or len(set(args.peers)) != len(args.peers):
+        p.error(f"--peers takes each of {', '.join(PEERS)} at most once, got \"{','.join(args.peers)}\"")
     if not os.access(args.linformer, os.X_OK):
         p.error(f"--linformer {args.linformer}: no such program (build it with scripts/setup.sh)")
     return args
@@ -243,9 +252,11 @@ def compare(args, env, devices, name, n, factory):
     with tempfile.TemporaryDirectory() as folder:
         onnx_path = save_inputs(module, x, folder, args.opset)
         openvino_name = f"OpenVINO {openvino.__version__.split('-')[0]}"
-        sides = [("PyTorch " + torch.__version__.split("a")[0], pytorch_side(module, args)),
-                 (f"ONNX Runtime {onnxruntime.__version__}", onnxruntime_side(onnx_path, args)),
-                 (openvino_name, openvino_side(onnx_path, args))]
+        torch_name = "PyTorch " + torch.__version__.split("a")[0]
+        peers = {"pytorch": (torch_name, lambda: pytorch_side(module, args)),
+                 "onnxruntime": (f"ONNX Runtime {onnxruntime.__version__}", lambda: onnxruntime_side(onnx_path, args)),
+                 "openvino": (openvino_name, lambda: openvino_side(onnx_path, args))}
+        sides = [(peers[peer][0], peers[peer][1]()) for peer in PEERS if peer in args.peers]
         sides += [(f"linformer, {device} ({selector})", lambda x, s=selector: run_ours(args, env, folder, s))
                   for selector, device in devices]
         times = {side: [] for side, _ in sides}  # per side, per round: (device ms, wall ms)
@@ -254,13 +265,17 @@ def compare(args, env, devices, name, n, factory):
             for side, forward in sides:
                 device_ms, wall_ms, outputs[side] = forward(x)
                 times[side].append((device_ms, wall_ms))
-    y_torch = outputs[sides[0][0]]
-    openvino_ms = [w for _, w in times[openvino_name]]
+    if "pytorch" in args.peers:
+        y_torch = outputs[torch_name]
+    else:  # the reference without its times: one forward
+        with torch.no_grad():
+            y_torch = module(torch.from_numpy(x)).numpy()
+    openvino_ms = [w for _, w in times[openvino_name]] if openvino_name in times else None
     rows = []
     for side, _ in sides:
         devices_ms, walls_ms = zip(*times[side])
         main_ms = [d if d is not None else w for d, w in times[side]]  # ours: device time; the peers: wall
-        ratio = statistics.median(m / o for m, o in zip(main_ms, openvino_ms))
+        ratio = statistics.median(m / o for m, o in zip(main_ms, openvino_ms)) if openvino_ms else None
         rows.append((name, n, side, median_or_none(devices_ms), median_or_none(walls_ms), min(main_ms), ratio)
                     + errors(outputs[side], y_torch))
     return rows
@@ -272,9 +287,13 @@ def fmt(ms):
     return "-" if ms is None else f"{ms:.1f}"
 
 
+def fmt_ratio(ratio):
+    return "-" if ratio is None else f"{ratio:.2f}"
+
+
 def print_row(row):
     name, n, side, device_ms, wall_ms, best_ms, ratio, max_abs, rel = row
-    print(f"| {name} | {n} | {side} | {fmt(device_ms)} | {fmt(wall_ms)} | {fmt(best_ms)} | {ratio:.2f} "
+    print(f"| {name} | {n} | {side} | {fmt(device_ms)} | {fmt(wall_ms)} | {fmt(best_ms)} | {fmt_ratio(ratio)} "
           f"| {max_abs:.1e} | {rel:.1e} |", flush=True)
 
 
@@ -288,7 +307,7 @@ def write_csv(path, rows, args, cpu):
         for name, n, side, device_ms, wall_ms, best_ms, ratio, max_abs, rel in rows:
             times = ["" if ms is None else f"{ms:.3f}" for ms in (device_ms, wall_ms, best_ms)]
             out.writerow([cpu, args.threads, args.repeat, args.rounds, name, n, side] + times
-                         + [f"{ratio:.3f}", f"{max_abs:.3e}", f"{rel:.3e}"])
+                         + ["" if ratio is None else f"{ratio:.3f}", f"{max_abs:.3e}", f"{rel:.3e}"])
     os.replace(path + ".tmp", path)
 
 
