@@ -196,10 +196,16 @@ constant int lane_index[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14,
 #define QV 1 /* query vectors of one work-item: QV QB queries, each key and value element loaded once for all */
 #endif
 #define QW (QV * QB) /* queries of one work-item */
+/* One d of the work-item's queries, as QV vectors (the loops' loads and
+ * stores, whole aligned vectors) or QW floats (one query's element). */
+typedef union {
+    qvec v[QV];
+    float f[QW];
+} qrow;
 
-/* s[v][j] = scores of vector v's queries (qt[d][v QB + lane], already
+/* s[v][j] = scores of vector v's queries (qt[d].v[v], already
  * scaled) against key rows j0 .. j0 + tk - 1. */
-INLINE void scores(const float (*qt)[QW], const global float *kb, int k_ld, int j0, int tk, qvec (*s)[TK])
+INLINE void scores(const qrow *qt, const global float *kb, int k_ld, int j0, int tk, qvec (*s)[TK])
 {
     for (int jb = 0; jb < tk; jb += KB) {
         const global float *kr[KB];
@@ -213,7 +219,7 @@ INLINE void scores(const float (*qt)[QW], const global float *kb, int k_ld, int 
         for (int d = 0; d < DH; d++) {
             qvec qd[QV];
             #pragma unroll
-            for (int v = 0; v < QV; v++) qd[v] = LOADQ(qt[d] + v * QB);
+            for (int v = 0; v < QV; v++) qd[v] = qt[d].v[v];
             #pragma unroll
             for (int u = 0; u < KB; u++) {
                 const qvec key = (qvec)kr[u][d];
@@ -232,7 +238,7 @@ INLINE void scores(const float (*qt)[QW], const global float *kb, int k_ld, int 
  * past a length are cleared at the end); with it a lane adds only its valid
  * rows, so that a NaN or inf in a value it must not see cannot reach it
  * through 0 * inf. */
-INLINE void accumulate(float (*ot)[QW], const qvec *corr, qvec (*p)[TK], qint (*valid)[TK], const global float *vb,
+INLINE void accumulate(qrow *ot, const qvec *corr, qvec (*p)[TK], qint (*valid)[TK], const global float *vb,
                        int v_ld, int j0, int tk)
 {
     for (int jb = 0; jb < tk; jb += KB) {
@@ -256,7 +262,7 @@ INLINE void accumulate(float (*ot)[QW], const qvec *corr, qvec (*p)[TK], qint (*
         for (int d = 0; d < DH; d++) {
             qvec acc[QV];
             #pragma unroll
-            for (int v = 0; v < QV; v++) acc[v] = LOADQ(ot[d] + v * QB) * (jb == 0 ? corr[v] : (qvec)1.0f);
+            for (int v = 0; v < QV; v++) acc[v] = ot[d].v[v] * (jb == 0 ? corr[v] : (qvec)1.0f);
             #pragma unroll
             for (int u = 0; u < KB; u++) {
                 const qvec value = (qvec)vr[u][d];
@@ -270,7 +276,7 @@ INLINE void accumulate(float (*ot)[QW], const qvec *corr, qvec (*p)[TK], qint (*
                 }
             }
             #pragma unroll
-            for (int v = 0; v < QV; v++) STOREQ(acc[v], ot[d] + v * QB);
+            for (int v = 0; v < QV; v++) ot[d].v[v] = acc[v];
         }
     }
 }
@@ -278,7 +284,7 @@ INLINE void accumulate(float (*ot)[QW], const qvec *corr, qvec (*p)[TK], qint (*
 /* Folds keys j_begin .. j_end - 1 into each lane's running max m, sum l and
  * weighted values ot (an online softmax); with CAUSAL, lane x of vector v
  * takes key j only when lo[v][x] <= j < hi[v][x]. */
-INLINE void sweep(const float (*qt)[QW], float (*ot)[QW], qvec *m, qvec *l, const global float *kb, int k_ld,
+INLINE void sweep(const qrow *qt, qrow *ot, qvec *m, qvec *l, const global float *kb, int k_ld,
                   const global float *vb, int v_ld, int j_begin, int j_end, const qint *lo, const qint *hi)
 {
     for (int j0 = j_begin; j0 < j_end; j0 += TK) {
@@ -322,14 +328,15 @@ kernel void attention_tiled(ATTENTION_ARGS)
     const global float *kb = kk + k_off + b * k_bstride + hk * DH;
     const global float *vb = vv + v_off + b * v_bstride + hk * DH;
 
-    float qt[DH][QW], ot[DH][QW]; /* [d][query]: a query's row is a column */
-    for (int x = 0; x < QW; x++) {
-        const global float *qrow = q + q_off + b * q_bstride + (ulong)min(i0 + x, n_rows - 1) * q_ld + h * DH;
-        for (int d = 0; d < DH; d++) {
-            qt[d][x] = x < live ? qrow[d] * scale : 0.0f;
-            ot[d][x] = 0.0f;
+    qrow qt[DH], ot[DH]; /* [d][query]: a query's row is a column */
+    const global float *query_row[QW];
+    for (int x = 0; x < QW; x++)
+        query_row[x] = q + q_off + b * q_bstride + (ulong)min(i0 + x, n_rows - 1) * q_ld + h * DH;
+    for (int d = 0; d < DH; d++)
+        for (int x = 0; x < QW; x++) {
+            qt[d].f[x] = x < live ? query_row[x][d] * scale : 0.0f;
+            ot[d].f[x] = 0.0f;
         }
-    }
     qvec m[QV], l[QV];
     qint lo[QV], hi[QV];
     #pragma unroll
@@ -367,7 +374,7 @@ kernel void attention_tiled(ATTENTION_ARGS)
     for (int x = 0; x < QW && i0 + x < n_rows; x++) {
         global float *orow = o + o_off + b * o_bstride + (ulong)(i0 + x) * o_ld + h * DH;
         const float inv = lsum[x] > 0.0f ? 1.0f / lsum[x] : 0.0f;
-        for (int d = 0; d < DH; d++) orow[d] = x < live ? ot[d][x] * inv : 0.0f; /* dead lanes summed junk */
+        for (int d = 0; d < DH; d++) orow[d] = x < live ? ot[d].f[x] * inv : 0.0f; /* dead lanes summed junk */
     }
 }
 #endif
