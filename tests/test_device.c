@@ -539,6 +539,24 @@ Test(tool, devices_names_the_blas_kernels_the_cpu_takes)
                   tool_log);
 }
 
+/* The program sets OPENBLAS_THREAD_TIMEOUT before OpenBLAS loads (it restarts
+ * itself) unless the user did; `devices` says the value OpenBLAS read. */
+Test(tool, devices_names_the_blas_thread_timeout)
+{
+    unsetenv("LINFORMER_DEVICE");
+    unsetenv("OPENBLAS_THREAD_TIMEOUT");
+    int rc = lf_test_run_tool("devices", tool_log, sizeof tool_log);
+    cr_expect_eq(rc, 0, "exit %d:\n%s", rc, tool_log);
+    const char *want = "host BLAS idle threads: OPENBLAS_THREAD_TIMEOUT=4\n";
+    cr_expect_neq(strstr(tool_log, want), NULL, "no \"%s\" in:\n%s", want, tool_log);
+    setenv("OPENBLAS_THREAD_TIMEOUT", "12", 1);
+    rc = lf_test_run_tool("devices", tool_log, sizeof tool_log);
+    unsetenv("OPENBLAS_THREAD_TIMEOUT");
+    cr_expect_eq(rc, 0, "exit %d:\n%s", rc, tool_log);
+    want = "host BLAS idle threads: OPENBLAS_THREAD_TIMEOUT=12\n";
+    cr_expect_neq(strstr(tool_log, want), NULL, "the user's value: no \"%s\" in:\n%s", want, tool_log);
+}
+
 Test(tool, devices_help)
 {
     int rc = lf_test_run_tool("devices --help", tool_log, sizeof tool_log);

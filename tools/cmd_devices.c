@@ -78,6 +78,9 @@ int cmd_devices(int argc, char **argv)
     for (size_t i = 0; i < count; i++)
         print_device(&devs[i], i == def ? "(default)" : "");
     printf("\nhost BLAS: OpenBLAS, %s kernels\n", lf_host_blas_core(NULL));
+    const char *timeout = getenv(LF_THREAD_TIMEOUT_VAR); /* as OpenBLAS read it when it loaded */
+    printf("host BLAS idle threads: " LF_THREAD_TIMEOUT_VAR "=%s\n",
+           timeout && *timeout ? timeout : "unset (OpenBLAS's default)");
     if (sel && *sel) {
         printf("\nselector \"%s\" picks %u:%u %s\n", sel, devs[pick].platform_index,
                devs[pick].device_index, devs[pick].device_name);

@@ -8,4 +8,10 @@ int cmd_bench(int argc, char **argv);
 int cmd_rank(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
 
+/* How long OpenBLAS's idle threads wait by yielding, as a power of two of
+ * cycles: the program sets it unless the user did (main.c), and `devices`
+ * says what it is. */
+#define LF_THREAD_TIMEOUT_VAR "OPENBLAS_THREAD_TIMEOUT"
+#define LF_THREAD_TIMEOUT "4"
+
 #endif

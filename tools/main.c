@@ -1,5 +1,6 @@
 /* main.c - the `linformer` program: dispatch to a subcommand. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,24 +41,34 @@ static int finish(int status)
     return status;
 }
 
-/* OpenBLAS reads OPENBLAS_CORETYPE only as it loads, before main. Where it
- * fell back to kernels older than this CPU takes (lf_host_blas_core: Debian's
- * 0.3.21 runs SSE3 kernels on some AVX-512 Xeons, GEMMs 4x slower), the
- * program starts itself again, once, with the faster set named. A
- * OPENBLAS_CORETYPE the user set is kept, whatever it says; without /proc the
- * program goes on with the kernels it has. */
-static void take_the_cpus_blas_kernels(char **argv)
+/* OpenBLAS reads its settings only as it loads, before main, so the program
+ * sets two of them and starts itself again, once:
+ *  - OPENBLAS_CORETYPE where OpenBLAS fell back to kernels older than this
+ *    CPU takes (lf_host_blas_core: Debian's 0.3.21 runs SSE3 kernels on some
+ *    AVX-512 Xeons, GEMMs 4x slower);
+ *  - OPENBLAS_THREAD_TIMEOUT=4: after each GEMM, OpenBLAS's idle threads
+ *    otherwise wait by yielding for 2^28 cycles, on the cores where the
+ *    OpenCL runtime's threads then run the kernels between GEMMs (a layer's
+ *    median forward 7-35% slower on PoCL: bench/NOTES.md); with 4 they sleep
+ *    after 2^4 cycles and the next GEMM wakes them.
+ * A value the user set is kept, whatever it says; without /proc the program
+ * goes on with the settings it has. */
+static void take_the_host_blas_settings(char **argv)
 {
-    const char *faster = NULL;
+    const char *faster = NULL, *timeout = getenv(LF_THREAD_TIMEOUT_VAR);
     lf_host_blas_core(&faster);
-    if (!faster || setenv("OPENBLAS_CORETYPE", faster, 1) != 0) return;
-    execv("/proc/self/exe", argv);
-    unsetenv("OPENBLAS_CORETYPE");
+    const bool set_core = faster != NULL, set_timeout = !timeout || !*timeout;
+    if (!set_core && !set_timeout) return;
+    if ((!set_core || setenv("OPENBLAS_CORETYPE", faster, 1) == 0) &&
+        (!set_timeout || setenv(LF_THREAD_TIMEOUT_VAR, LF_THREAD_TIMEOUT, 1) == 0))
+        execv("/proc/self/exe", argv);
+    if (set_core) unsetenv("OPENBLAS_CORETYPE");
+    if (set_timeout) unsetenv(LF_THREAD_TIMEOUT_VAR);
 }
 
 int main(int argc, char **argv)
 {
-    take_the_cpus_blas_kernels(argv);
+    take_the_host_blas_settings(argv);
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -84,6 +84,16 @@ def test_an_unmatched_linformer_device_marks_no_default(monkeypatch):
     assert found and not any(d.default for d in found)
 
 
+def test_importing_sets_the_blas_thread_timeout_unless_set():
+    """OPENBLAS_THREAD_TIMEOUT is 4 when the library (and with it OpenBLAS) loads; a value set is kept."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    code = "import os, linformer_cl; print(os.environ['OPENBLAS_THREAD_TIMEOUT'])"
+    for given, want in ((None, "4"), ("", "4"), ("11", "11")):
+        run_env = env if given is None else dict(env, OPENBLAS_THREAD_TIMEOUT=given)
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=run_env)
+        assert r.returncode == 0 and r.stdout.strip() == want and not r.stderr, (given, r.stdout, r.stderr)
+
+
 def test_host_blas_names_kernels_that_the_advice_selects():
     """Where OpenBLAS fell back to older kernels, host_blas() names a faster set; started with it, OpenBLAS
     runs that set and nothing is advised. Importing the package prints nothing."""
