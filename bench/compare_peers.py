@@ -24,9 +24,10 @@ minute. A row gives the median over the rounds, the fastest round, and the
 median over the rounds of its time divided by OpenVINO's in the same round.
 --peers chooses the peers that run beside ours (OpenVINO alone, say, for many
 rounds against it in less time); without PyTorch among them, one untimed
-PyTorch forward still gives the reference output. Every output is checked against PyTorch's: the largest absolute difference and
-the relative error ||y - y_torch|| / ||y_torch||; a relative error above
---tolerance makes the run exit 1 after the table is printed.
+PyTorch forward still gives the reference output. Every output is checked
+against PyTorch's: the largest absolute difference and the relative error
+||y - y_torch|| / ||y_torch||; a relative error above --tolerance makes the
+run exit 1 after the table is printed.
 
 The table goes to stdout, the rows to a CSV (--csv, default
 bench/results/CPU-peers.csv, CPU being this machine's processor). Needs the
