@@ -40,6 +40,7 @@ Test(kernel_builds, no_build_log_has_a_warning)
                     build("attention.cl", "attention_tiled", opts);
                 }
     build("softmax.cl", "softmax_rows", " -DWG=256");
+    build("softmax.cl", "softmax_rows_cpu", "");
     build("layernorm.cl", "layernorm_rows", " -DWG=128");
     build("layernorm.cl", "layernorm_rows_cpu", "");
     build("embedding.cl", "embed_tokens", "");

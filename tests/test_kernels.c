@@ -37,6 +37,7 @@ Test(kernels, each_file_compiles_with_its_defaults)
     static const char *const files[][3] = {{"attention.cl", "attention_tiled", ""},
                                            {"attention.cl", "attention_tiled", "-DQB=16"},
                                            {"softmax.cl", "softmax_rows", ""},
+                                           {"softmax.cl", "softmax_rows_cpu", ""},
                                            {"seq_project.cl", "seq_project_window", ""},
                                            {"activation.cl", "bias_rows", ""},
                                            {"activation.cl", "bias_rows", "-DVW=16 -DRUN=4"},
@@ -90,16 +91,16 @@ Test(kernels, copy_rate)
     cr_expect_eq(lf_copy_rate(NULL, 4, &gbps), LF_ERR_ARGUMENT);
 }
 
-/* ---- softmax_rows ---- */
+/* ---- softmax_rows: both variants (kp's), on every device ---- */
 
-static void softmax_case(int count, int rows, int ld, int rows_valid, int cols_valid, bool causal, size_t group,
-                         uint64_t *rng)
+static void softmax_case(int count, int rows, int ld, int rows_valid, int cols_valid, bool causal,
+                         const lf_kernel_params *kp, uint64_t *rng)
 {
     const size_t total = (size_t)count * rows * ld;
     float *s = lf_test_random(total, rng, -8.0f, 8.0f), *out = malloc(total * sizeof *out);
     double *ref = malloc(total * sizeof *ref);
     cl_mem buf = lf_test_upload(ctx, s, total * sizeof *s);
-    const lf_softmax_rows_args a = {buf, ld, rows, rows_valid, cols_valid, causal, (size_t)count, group};
+    const lf_softmax_rows_args a = {buf, ld, rows, rows_valid, cols_valid, causal, (size_t)count, kp};
     cr_assert_eq(lf__launch_softmax_rows(ctx, &a, NULL), LF_OK, "%s", lf_context_last_error(ctx));
     lf_test_poison(out, total);
     lf_test_download(ctx, buf, out, total);
@@ -114,8 +115,9 @@ static void softmax_case(int count, int rows, int ld, int rows_valid, int cols_v
     for (size_t i = 0; i < total; i++)
         if (ref[i] == 0.0) cr_assert_eq(out[i], 0.0f, "masked entry %zu is %g, not 0", i, out[i]);
     double e = lf_test_rel_err(out, ref, total);
-    cr_expect_leq(e, TOL, "softmax count %d rows %d ld %d valid %d x %d causal %d group %zu: %.3g", count, rows, ld,
-                  rows_valid, cols_valid, causal, group, e);
+    cr_expect_leq(e, TOL, "softmax count %d rows %d ld %d valid %d x %d causal %d, %s variant, group %d: %.3g", count,
+                  rows, ld, rows_valid, cols_valid, causal, kp->variant == LF_VARIANT_CPU ? "CPU" : "GPU",
+                  kp->softmax_group, e);
     lf__release(&buf);
     free(s), free(out), free(ref);
 }
@@ -124,14 +126,34 @@ Test(kernels, softmax_rows_grid)
 {
     uint64_t rng = lf_test_seed();
     static const int lds[] = {1, 7, 33, 173, 600};
-    static const size_t groups[] = {1, 8, 256};
-    for (size_t i = 0; i < (lf_test_tiny() ? 3 : sizeof lds / sizeof lds[0]); i++)
-        for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
-            const int ld = lds[i], valid = 1 + (int)(lf__rand_next(&rng) % (uint64_t)ld);
-            softmax_case(3, 5, ld, 4, valid, false, groups[g], &rng);
-            softmax_case(2, 9, ld, 7, valid, true, groups[g], &rng);
-        }
-    softmax_case(2, 3, 9, 3, 0, false, 64, &rng); /* nothing to attend to: zeros, not NaN */
+    static const int groups[] = {1, 8, 256}; /* the GPU variant's; the CPU variant takes a row a work-item */
+    const lf_kernel_params device = lf_test_kernel_params(ctx);
+    for (int cpu = 0; cpu <= 1; cpu++)
+        for (size_t i = 0; i < (lf_test_tiny() ? 3 : sizeof lds / sizeof lds[0]); i++)
+            for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
+                lf_kernel_params kp = device;
+                kp.variant = cpu ? LF_VARIANT_CPU : LF_VARIANT_GPU;
+                kp.softmax_group = groups[g];
+                const int ld = lds[i], valid = 1 + (int)(lf__rand_next(&rng) % (uint64_t)ld);
+                softmax_case(3, 5, ld, 4, valid, false, &kp, &rng);
+                softmax_case(2, 9, ld, 7, valid, true, &kp, &rng);
+                softmax_case(2, 6, ld, 6, ld, true, &kp, &rng); /* every key: no masked tail */
+            }
+    lf_kernel_params kp = device;
+    for (int cpu = 0; cpu <= 1; cpu++) {
+        kp.variant = cpu ? LF_VARIANT_CPU : LF_VARIANT_GPU;
+        softmax_case(2, 3, 9, 3, 0, false, &kp, &rng); /* nothing to attend to: zeros, not NaN */
+    }
+}
+
+Test(kernels, softmax_rows_without_parameters_is_refused)
+{
+    float x[4] = {1, 2, 3, 4};
+    cl_mem buf = lf_test_upload(ctx, x, sizeof x);
+    const lf_softmax_rows_args a = {buf, 4, 1, 1, 4, false, 1, NULL};
+    cr_expect_eq(lf__launch_softmax_rows(ctx, &a, NULL), LF_ERR_STATE);
+    cr_expect(strstr(lf_context_last_error(ctx), "softmax_rows") != NULL, "%s", lf_context_last_error(ctx));
+    lf__release(&buf);
 }
 
 /* ---- bias_rows ---- */
@@ -447,5 +469,7 @@ Test(kernels, work_groups_fit_local_memory)
                   (unsigned long long)local);
     }
     uint64_t rng = lf_test_seed();
-    softmax_case(2, 3, 173, 3, 100, false, 256, &rng); /* and still gives the right answer */
+    lf_kernel_params kp = lf_test_kernel_params(ctx);
+    kp.variant = LF_VARIANT_GPU, kp.softmax_group = 256;
+    softmax_case(2, 3, 173, 3, 100, false, &kp, &rng); /* and still gives the right answer */
 }

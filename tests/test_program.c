@@ -87,10 +87,11 @@ static void check_softmax(lf_context *ctx, cl_kernel k)
     cr_assert_eq(lf__alloc(ctx, sizeof in, "scores", &buf), LF_OK, "%s", lf_context_last_error(ctx));
     cr_assert_eq(lf__upload(ctx, buf, 0, in, sizeof in), LF_OK, "%s", lf_context_last_error(ctx));
     int ld = LD, n_rows = ROWS, rows_valid = VALID, cols_valid = COLS;
-    int causal = 0;
-    const void *args[] = {&buf, &ld, &n_rows, &rows_valid, &cols_valid, &causal};
-    const size_t sizes[] = {sizeof buf, sizeof ld, sizeof n_rows, sizeof rows_valid, sizeof cols_valid, sizeof causal};
-    for (cl_uint i = 0; i < 6; i++) cr_assert_eq(clSetKernelArg(k, i, sizes[i], args[i]), CL_SUCCESS);
+    int causal = 0, rows = ROWS;
+    const void *args[] = {&buf, &ld, &n_rows, &rows_valid, &cols_valid, &causal, &rows};
+    const size_t sizes[] = {sizeof buf,        sizeof ld,     sizeof n_rows, sizeof rows_valid,
+                            sizeof cols_valid, sizeof causal, sizeof rows};
+    for (cl_uint i = 0; i < 7; i++) cr_assert_eq(clSetKernelArg(k, i, sizes[i], args[i]), CL_SUCCESS);
     size_t global[2] = {8, ROWS}, local[2] = {8, 1};
     cr_assert_eq(lf__launch(ctx, k, "softmax_rows", 2, global, local, NULL), LF_OK, "%s",
                  lf_context_last_error(ctx));

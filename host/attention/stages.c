@@ -290,7 +290,7 @@ static lf_status attend_gemm(const lf_pass *p, lf_view q, lf_view k, lf_view v, 
             LF_TRY(lf__gemm(p->ctx, &s, p->tl));
             const lf_softmax_rows_args sm = {.scores = scores, .ld = (int)nk, .n_rows = (int)n, .rows_valid = len,
                                              .cols_valid = keys_valid, .causal = pl->cfg.causal, .count = hc,
-                                             .group = (size_t)pl->params.softmax_group};
+                                             .params = &pl->params};
             LF_TRY(lf__launch_softmax_rows(p->ctx, &sm, p->tl));
             /* only the valid keys: 0 x NaN in a padded value row would be NaN */
             lf_gemm_args pv = {.m = n, .n = dh, .k = (size_t)keys_valid, .alpha = 1.0f,
@@ -375,6 +375,6 @@ lf_status lf__attention_probabilities(const lf_pass *p, cl_mem x, int head)
     LF_TRY(lf__gemm(p->ctx, &s, p->tl));
     const lf_softmax_rows_args sm = {.scores = p->ws->buf[LF_WS_SCORES], .ld = (int)n, .n_rows = (int)n,
                                      .rows_valid = p->lengths[0], .cols_valid = p->lengths[0],
-                                     .causal = pl->cfg.causal, .count = 1, .group = (size_t)pl->params.softmax_group};
+                                     .causal = pl->cfg.causal, .count = 1, .params = &pl->params};
     return lf__launch_softmax_rows(p->ctx, &sm, p->tl);
 }

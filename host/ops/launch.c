@@ -114,13 +114,21 @@ lf_status lf__launch_attention_tiled(lf_context *ctx, const lf_attention_tiled_a
 
 lf_status lf__launch_softmax_rows(lf_context *ctx, const lf_softmax_rows_args *a, lf_timeline *t)
 {
+    const lf_kernel_params *kp = a->params;
+    if (!kp) return lf__fail(ctx, LF_ERR_STATE, "softmax_rows: launched without the device's kernel parameters");
+    const bool cpu = kp->variant == LF_VARIANT_CPU; /* a row a work-item; else a work-group a row */
+    const char *name = cpu ? "softmax_rows_cpu" : "softmax_rows";
+    const size_t rows = a->count * (size_t)a->n_rows;
+    if (rows > INT_MAX) return lf__fail(ctx, LF_ERR_UNSUPPORTED, "softmax_rows: %zu rows are over %d", rows, INT_MAX);
     cl_kernel k;
     size_t wg = 1;
-    LF_TRY(lf__kernel_sized(ctx, "softmax.cl", "", "softmax_rows", "WG", a->group, 1, &k, &wg));
-    const int causal = a->causal;
-    LF_TRY(set_args(ctx, k, "softmax_rows", ARGS(ARG(a->scores), ARG(a->ld), ARG(a->n_rows), ARG(a->rows_valid),
-                                                 ARG(a->cols_valid), ARG(causal))));
-    const size_t local[2] = {wg, 1}, global[2] = {wg, a->count * (size_t)a->n_rows};
+    if (cpu) LF_TRY(lf__kernel(ctx, "softmax.cl", "", name, &k));
+    else LF_TRY(lf__kernel_sized(ctx, "softmax.cl", "", name, "WG", (size_t)kp->softmax_group, 1, &k, &wg));
+    const int causal = a->causal, count = (int)rows;
+    LF_TRY(set_args(ctx, k, name, ARGS(ARG(a->scores), ARG(a->ld), ARG(a->n_rows), ARG(a->rows_valid),
+                                       ARG(a->cols_valid), ARG(causal), ARG(count))));
+    if (cpu) return launch_elementwise(ctx, k, "softmax_rows", kp, rows, 1, t);
+    const size_t local[2] = {wg, 1}, global[2] = {wg, rows};
     return lf__launch(ctx, k, "softmax_rows", 2, global, local, t);
 }
 

@@ -53,7 +53,7 @@ typedef struct {
     int ld, n_rows, rows_valid, cols_valid;
     bool causal; /* row i keeps at most its first i + 1 entries */
     size_t count;
-    size_t group; /* WG wanted; the device may allow fewer */
+    const lf_kernel_params *params; /* the variant; the GPU variant's WG (the device may allow fewer) */
 } lf_softmax_rows_args;
 lf_status lf__launch_softmax_rows(lf_context *ctx, const lf_softmax_rows_args *a, lf_timeline *t);
 
