@@ -204,10 +204,10 @@ Test(kernel_params, override_changes_what_a_layer_runs)
             lf_plan plan;
             char msg[512] = "";
             cr_assert_eq(lf__plan_resolve(&c.cfg, &info, false, &plan, msg, sizeof msg), LF_OK, "%s", msg);
-            cr_expect(plan.tile_keys == cases[i].tk && plan.query_block == cases[i].qb &&
-                          plan.tile_queries == cases[i].tq && plan.params.softmax_group == (int)cases[i].softmax,
-                      "%s: the plan took TK %d, QB %d, TQ %zu, WG %d", cases[i].text, plan.tile_keys,
-                      plan.query_block, plan.tile_queries, plan.params.softmax_group);
+            cr_expect(plan.tiles.tile_keys == cases[i].tk && plan.tiles.query_block == cases[i].qb &&
+                          plan.tiles.tile_queries == cases[i].tq && plan.params.softmax_group == (int)cases[i].softmax,
+                      "%s: the plan took TK %d, QB %d, TQ %zu, WG %d", cases[i].text, plan.tiles.tile_keys,
+                      plan.tiles.query_block, plan.tiles.tile_queries, plan.params.softmax_group);
             const double e = lf_case_run(ctx, &c);
             cr_expect_leq(e, TOL, "%s, path %d: relative error %.3g", cases[i].text, path, e);
         }
@@ -226,9 +226,10 @@ Test(kernel_params, override_reaches_a_model)
     lf_model *model = NULL;
     cr_assert_eq(lf_model_create(ctx, &mc, layers, &model), LF_OK, "%s", lf_context_last_error(ctx));
     cr_expect_eq(model->params.layernorm_group, 3);
-    for (int i = 0; i < 2; i++)
-        cr_expect(model->layer[i].plan.tile_keys == 6 && model->layer[i].plan.query_block == 1,
-                  "layer %d: TK %d, QB %d", i, model->layer[i].plan.tile_keys, model->layer[i].plan.query_block);
+    for (int i = 0; i < 2; i++) {
+        const lf_attention_tiles *t = &model->layer[i].plan.tiles;
+        cr_expect(t->tile_keys == 6 && t->query_block == 1, "layer %d: TK %d, QB %d", i, t->tile_keys, t->query_block);
+    }
     lf_model_free(model);
     unsetenv("LINFORMER_KERNEL_PARAMS");
 }

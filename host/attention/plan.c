@@ -134,7 +134,7 @@ static void layout_weights(lf_plan *p)
  * measurements there say otherwise. */
 static lf_path auto_path(const lf_plan *p, const lf_device_info *dev)
 {
-    const bool fits = p->query_block > 1 || 2ull * p->cfg.k * p->dh * sizeof(float) <= dev->local_mem_bytes;
+    const bool fits = p->tiles.query_block > 1 || 2ull * p->cfg.k * p->dh * sizeof(float) <= dev->local_mem_bytes;
     return p->dh <= LF_MAX_DH_TILED && fits ? LF_PATH_FUSED : LF_PATH_GEMM;
 }
 
@@ -219,9 +219,7 @@ lf_status lf__plan_resolve(const lf_attention_config *cfg, const lf_device_info 
     p->per_head_proj = c->sharing == LF_SHARE_NONE && c->proj_kind != LF_PROJ_MEAN_POOL;
     lf_kernel_params kp;
     LF_TRY(lf__kernel_params(device, &kp, msg, msg_size));
-    const lf_attention_tiles tiles = lf__attention_tiles(&kp, p->dh, device);
-    p->tile_keys = tiles.tile_keys, p->tile_queries = tiles.tile_queries, p->query_block = tiles.query_block;
-    p->query_vectors = tiles.query_vectors;
+    p->tiles = lf__attention_tiles(&kp, p->dh, device);
     LF_TRY(kv_order(p, msg, msg_size));
     if (p->linformer && c->path == LF_PATH_AUTO) c->path = c->causal ? LF_PATH_FUSED : auto_path(p, device);
     if (!p->linformer) c->path = LF_PATH_AUTO;

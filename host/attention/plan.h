@@ -32,6 +32,18 @@ typedef struct {
 /* Largest d_head of the tiled attention kernel: its private arrays are this wide. */
 #define LF_MAX_DH_TILED 256
 
+/* The attention kernel's tiles at head width dh, from the parameters wanted
+ * (kernel_params.h): TK keys a tile, lowered until the 2 TK dh floats that
+ * the GPU variant stages keep within half of the device's local memory; TQ
+ * work-items wanted (lf__kernel_sized lowers them to what the device
+ * allows), QV vectors of QB queries a work-item. */
+typedef struct {
+    int tile_keys;       /* TK: keys of one tile (staged in local memory, but for the CPU variant) */
+    size_t tile_queries; /* TQ wanted: work-items of one work-group (the device may allow fewer) */
+    int query_block;     /* QB: queries of one vector (1, or the CPU variant's vector width) */
+    int query_vectors;   /* QV: the CPU variant's vectors of QB queries a work-item */
+} lf_attention_tiles;
+
 typedef struct {
     lf_attention_config cfg; /* defaults resolved: d_head, kv_heads, scale, path, k (0 unless Linformer) */
     int dh, kvh;             /* head width, key/value heads */
@@ -48,25 +60,10 @@ typedef struct {
     bool tiled;              /* the attention step is attention.cl (flash, fused Linformer) */
     size_t buf_floats[LF_BUF_COUNT];
     lf_weight_slot weights[LF_W_COUNT];
-    /* kernel parameters (the -D options of cl/attention.cl and cl/softmax.cl) */
-    int tile_keys;           /* TK: keys of one tile (staged in local memory, but for the CPU variant) */
-    size_t tile_queries;     /* TQ wanted: work-items of one work-group (the device may allow fewer) */
-    int query_block;         /* QB: queries of one vector (1, or the CPU variant's vector width) */
-    int query_vectors;       /* QV: the CPU variant's vectors of QB queries a work-item */
-    lf_kernel_params params; /* the device's, as resolved at creation: the softmax's and elementwise kernels' */
+    lf_attention_tiles tiles; /* the attention kernel's -D options at this dh (lf__attention_tiles) */
+    lf_kernel_params params;  /* the device's, as resolved at creation: every kernel's variant and sizes */
 } lf_plan;
 
-/* The attention kernel's tiles at head width dh, from the parameters wanted
- * (kernel_params.h): TK keys a tile, lowered until the 2 TK dh floats that
- * the GPU variant stages keep within half of the device's local memory; TQ
- * work-items wanted (lf__kernel_sized lowers them to what the device
- * allows), QV vectors of QB queries a work-item. */
-typedef struct {
-    int tile_keys;
-    size_t tile_queries;
-    int query_block;
-    int query_vectors;
-} lf_attention_tiles;
 lf_attention_tiles lf__attention_tiles(const lf_kernel_params *kp, int dh, const lf_device_info *dev);
 
 
