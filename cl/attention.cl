@@ -186,10 +186,14 @@ typedef CAT(float, QB) qvec; /* one value of each of the work-item's queries */
 typedef CAT(int, QB) qint;
 #define LOADQ(p) CAT(vload, QB)(0, (p))
 #define STOREQ(x, p) CAT(vstore, QB)((x), 0, (p))
-/* Keys one pass over DH takes at once, each in its own register. The loops
+/* Keys one pass over DH takes at once, each in its own register: the pass
+ * holds QV KB query vectors of sums (scores) or of weights (accumulate), so
+ * KB is sized to the device's vector registers (kernel_params.c). The loops
  * over them are unrolled by pragma: PoCL otherwise keeps them rolled, with one
  * accumulator that goes through memory at every step (2x slower). */
+#ifndef KB
 #define KB 8
+#endif
 constant int lane_index[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 
 #ifndef QV

@@ -120,6 +120,7 @@ typedef struct {
     size_t max_work_group_size;
     int fp16; /* cl_khr_fp16 */
     int fp64; /* cl_khr_fp64 */
+    unsigned float_vector_width; /* floats of the device's native vector (8: AVX2, 16: AVX-512) */
 } lf_device_info;
 
 /*

@@ -15,8 +15,10 @@
 
 #define TOL 1e-5
 
-/* The elementwise keys' defaults, the end of every default's printed form. */
+/* The elementwise keys' defaults, the end of every default's printed form:
+ * CPUs with 16-float vectors, with narrower ones, other devices. */
 #define CPU_EW ",vw=16,run=4,elementwise_wg=1"
+#define CPU8_EW ",vw=8,run=8,elementwise_wg=1"
 #define GPU_EW ",vw=1,run=1,elementwise_wg=0"
 
 static lf_context *ctx;
@@ -28,9 +30,10 @@ static void setup(void)
 static void teardown(void) { lf_context_free(ctx); }
 TestSuite(kernel_params, .init = setup, .fini = teardown, .timeout = 600);
 
-static lf_kernel_params params_of(lf_device_type type, const char *override)
+/* The parameters of a device of this type and native float vector width. */
+static lf_kernel_params params_of(lf_device_type type, unsigned width, const char *override)
 {
-    lf_device_info dev = {.type = type};
+    lf_device_info dev = {.type = type, .float_vector_width = width};
     snprintf(dev.vendor, sizeof dev.vendor, "Some Vendor");
     if (override) setenv("LINFORMER_KERNEL_PARAMS", override, 1);
     lf_kernel_params p;
@@ -47,55 +50,77 @@ static char *formatted(const lf_kernel_params *p)
     return text;
 }
 
-Test(kernel_params, defaults_by_device_type)
+/* CPUs by their vector width (AVX-512's 16 floats, AVX2's 8, SSE's 4); every other type alike. */
+Test(kernel_params, defaults_by_device_type_and_vector_width)
 {
-    const lf_kernel_params cpu = params_of(LF_DEVICE_CPU, NULL);
-    cr_expect_str_eq(formatted(&cpu), "variant=cpu,tk=32,tq=8,qb=16,qv=2,softmax_wg=256,layernorm_wg=128" CPU_EW);
-    static const lf_device_type others[] = {LF_DEVICE_GPU, LF_DEVICE_ACCELERATOR, LF_DEVICE_OTHER};
-    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
-        const lf_kernel_params p = params_of(others[i], ""); /* empty: no override */
-        cr_expect_str_eq(formatted(&p), "variant=gpu,tk=32,tq=64,qb=1,qv=1,softmax_wg=256,layernorm_wg=128" GPU_EW,
-                         "type %d", others[i]);
+    static const struct { unsigned width; const char *want; } cpus[] = {
+        {16, "variant=cpu,tk=32,tq=8,qb=16,qv=2,kb=8,softmax_wg=256,layernorm_wg=128" CPU_EW},
+        {32, "variant=cpu,tk=32,tq=8,qb=16,qv=2,kb=8,softmax_wg=256,layernorm_wg=128" CPU_EW},
+        {8, "variant=cpu,tk=32,tq=8,qb=8,qv=3,kb=4,softmax_wg=256,layernorm_wg=128" CPU8_EW},
+        {4, "variant=cpu,tk=32,tq=8,qb=8,qv=3,kb=4,softmax_wg=256,layernorm_wg=128" CPU8_EW},
+        {0, "variant=cpu,tk=32,tq=8,qb=8,qv=3,kb=4,softmax_wg=256,layernorm_wg=128" CPU8_EW}};
+    for (size_t i = 0; i < sizeof cpus / sizeof cpus[0]; i++) {
+        const lf_kernel_params cpu = params_of(LF_DEVICE_CPU, cpus[i].width, NULL);
+        cr_expect_str_eq(formatted(&cpu), cpus[i].want, "width %u", cpus[i].width);
     }
+    static const lf_device_type others[] = {LF_DEVICE_GPU, LF_DEVICE_ACCELERATOR, LF_DEVICE_OTHER};
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
+        for (unsigned width = 1; width <= 16; width *= 4) {
+            const lf_kernel_params p = params_of(others[i], width, ""); /* empty: no override */
+            cr_expect_str_eq(formatted(&p),
+                             "variant=gpu,tk=32,tq=64,qb=1,qv=1,kb=1,softmax_wg=256,layernorm_wg=128" GPU_EW,
+                             "type %d width %u", others[i], width);
+        }
 }
 
-/* A vendor's row above its type's generic row serves that vendor only. */
+/* A vendor's row above its type's generic row serves that vendor only; a
+ * row for wide vectors, devices at least that wide. */
 Test(kernel_params, first_matching_row_serves_the_device)
 {
     static const lf_kernel_params_row rows[] = {
-        {LF_DEVICE_CPU, "intel", {.variant = LF_VARIANT_CPU, .tile_keys = 1}},
-        {LF_DEVICE_CPU, NULL, {.variant = LF_VARIANT_CPU, .tile_keys = 2}},
-        {LF_DEVICE_GPU | LF_DEVICE_ACCELERATOR, NULL, {.variant = LF_VARIANT_GPU, .tile_keys = 3}}};
-    static const struct { lf_device_type type; const char *vendor; int want; } cases[] = {
-        {LF_DEVICE_CPU, "Intel(R) Corporation", 1}, {LF_DEVICE_CPU, "The pocl project", 2},
-        {LF_DEVICE_GPU, "Intel(R) Corporation", 3}, {LF_DEVICE_ACCELERATOR, "", 3}, {LF_DEVICE_OTHER, "x", 0}};
+        {LF_DEVICE_CPU, "intel", 0, {.variant = LF_VARIANT_CPU, .tile_keys = 1}},
+        {LF_DEVICE_CPU, NULL, 16, {.variant = LF_VARIANT_CPU, .tile_keys = 4}},
+        {LF_DEVICE_CPU, NULL, 0, {.variant = LF_VARIANT_CPU, .tile_keys = 2}},
+        {LF_DEVICE_GPU | LF_DEVICE_ACCELERATOR, NULL, 0, {.variant = LF_VARIANT_GPU, .tile_keys = 3}}};
+    static const struct { lf_device_type type; const char *vendor; unsigned width; int want; } cases[] = {
+        {LF_DEVICE_CPU, "Intel(R) Corporation", 16, 1}, {LF_DEVICE_CPU, "The pocl project", 16, 4},
+        {LF_DEVICE_CPU, "The pocl project", 32, 4},     {LF_DEVICE_CPU, "The pocl project", 8, 2},
+        {LF_DEVICE_CPU, "AuthenticAMD", 15, 2},         {LF_DEVICE_GPU, "Intel(R) Corporation", 16, 3},
+        {LF_DEVICE_ACCELERATOR, "", 1, 3},              {LF_DEVICE_OTHER, "x", 16, 0}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        lf_device_info dev = {.type = cases[i].type};
+        lf_device_info dev = {.type = cases[i].type, .float_vector_width = cases[i].width};
         snprintf(dev.vendor, sizeof dev.vendor, "%s", cases[i].vendor);
-        const lf_kernel_params *p = lf__kernel_params_match(rows, 3, &dev);
-        cr_expect_eq(p ? p->tile_keys : 0, cases[i].want, "type %d vendor \"%s\"", cases[i].type, cases[i].vendor);
+        const lf_kernel_params *p = lf__kernel_params_match(rows, 4, &dev);
+        cr_expect_eq(p ? p->tile_keys : 0, cases[i].want, "type %d vendor \"%s\" width %u", cases[i].type,
+                     cases[i].vendor, cases[i].width);
     }
 }
 
 Test(kernel_params, override_sets_the_keys_it_names)
 {
-    static const struct { lf_device_type type; const char *text, *want; } cases[] = {
-        {LF_DEVICE_CPU, "tk=16", "variant=cpu,tk=16,tq=8,qb=16,qv=2,softmax_wg=256,layernorm_wg=128" CPU_EW},
-        {LF_DEVICE_CPU, "variant=gpu", "variant=gpu,tk=32,tq=64,qb=1,qv=1,softmax_wg=256,layernorm_wg=128" GPU_EW},
-        {LF_DEVICE_CPU, "tq=32,variant=gpu", "variant=gpu,tk=32,tq=32,qb=1,qv=1,softmax_wg=256,layernorm_wg=128" GPU_EW},
-        {LF_DEVICE_GPU, "variant=cpu,qb=4,softmax_wg=5,layernorm_wg=3",
-         "variant=cpu,tk=32,tq=8,qb=4,qv=2,softmax_wg=5,layernorm_wg=3" CPU_EW},
-        {LF_DEVICE_GPU, "variant=gpu,tk=1024,tq=4096,qb=1,qv=1,softmax_wg=1,layernorm_wg=4096,vw=16,run=64,elementwise_wg=4096",
-         "variant=gpu,tk=1024,tq=4096,qb=1,qv=1,softmax_wg=1,layernorm_wg=4096,vw=16,run=64,elementwise_wg=4096"},
-        {LF_DEVICE_CPU, "elementwise_wg=0,vw=2", "variant=cpu,tk=32,tq=8,qb=16,qv=2,softmax_wg=256,layernorm_wg=128,vw=2,run=4,"
-                                                 "elementwise_wg=0"}};
+    static const struct { lf_device_type type; unsigned width; const char *text, *want; } cases[] = {
+        {LF_DEVICE_CPU, 16, "tk=16", "variant=cpu,tk=16,tq=8,qb=16,qv=2,kb=8,softmax_wg=256,layernorm_wg=128" CPU_EW},
+        {LF_DEVICE_CPU, 8, "kb=5,qv=1", "variant=cpu,tk=32,tq=8,qb=8,qv=1,kb=5,softmax_wg=256,layernorm_wg=128" CPU8_EW},
+        {LF_DEVICE_CPU, 16, "variant=gpu",
+         "variant=gpu,tk=32,tq=64,qb=1,qv=1,kb=1,softmax_wg=256,layernorm_wg=128" GPU_EW},
+        {LF_DEVICE_CPU, 8, "tq=32,variant=gpu",
+         "variant=gpu,tk=32,tq=32,qb=1,qv=1,kb=1,softmax_wg=256,layernorm_wg=128" GPU_EW},
+        {LF_DEVICE_GPU, 16, "variant=cpu,qb=4,softmax_wg=5,layernorm_wg=3",
+         "variant=cpu,tk=32,tq=8,qb=4,qv=2,kb=8,softmax_wg=5,layernorm_wg=3" CPU_EW},
+        {LF_DEVICE_GPU, 4, "variant=cpu", "variant=cpu,tk=32,tq=8,qb=8,qv=3,kb=4,softmax_wg=256,layernorm_wg=128" CPU8_EW},
+        {LF_DEVICE_GPU, 16,
+         "variant=gpu,tk=1024,tq=4096,qb=1,qv=1,kb=1,softmax_wg=1,layernorm_wg=4096,vw=16,run=64,elementwise_wg=4096",
+         "variant=gpu,tk=1024,tq=4096,qb=1,qv=1,kb=1,softmax_wg=1,layernorm_wg=4096,vw=16,run=64,elementwise_wg=4096"},
+        {LF_DEVICE_CPU, 16, "elementwise_wg=0,vw=2",
+         "variant=cpu,tk=32,tq=8,qb=16,qv=2,kb=8,softmax_wg=256,layernorm_wg=128,vw=2,run=4,elementwise_wg=0"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const lf_kernel_params p = params_of(cases[i].type, cases[i].text);
+        const lf_kernel_params p = params_of(cases[i].type, cases[i].width, cases[i].text);
         cr_expect_str_eq(formatted(&p), cases[i].want, "%s", cases[i].text);
-        /* the printed form is an override that gives the same */
+        /* the printed form is an override that gives the same, on any device */
         char again[256];
         snprintf(again, sizeof again, "%s", formatted(&p));
-        const lf_kernel_params q = params_of(cases[i].type == LF_DEVICE_CPU ? LF_DEVICE_GPU : LF_DEVICE_CPU, again);
+        const lf_kernel_params q =
+            params_of(cases[i].type == LF_DEVICE_CPU ? LF_DEVICE_GPU : LF_DEVICE_CPU, 24 - cases[i].width, again);
         cr_expect_str_eq(formatted(&q), again);
     }
 }
@@ -110,7 +135,8 @@ Test(kernel_params, bad_overrides_are_refused_by_name)
         {"tk=16x", "got \"16x\""}, {"tk=+4", "got \"+4\""}, {"tk= 4", "got \" 4\""}, {"tk=-4", "got \"-4\""},
         {"softmax_wg=99999999999999999999999999999999999999", "got \"99999999999999999999999999999999999999\""},
         {"foo=1",
-         "unknown key \"foo\"; the keys are variant, tk, tq, qb, qv, softmax_wg, layernorm_wg, vw, run and elementwise_wg"},
+         "unknown key \"foo\"; the keys are variant, tk, tq, qb, qv, kb, softmax_wg, layernorm_wg, vw, run and "
+         "elementwise_wg"},
         {"TK=8", "unknown key \"TK\""}, {"variant=GPU", "variant must be cpu or gpu, got \"GPU\""},
         {"variant=", "variant must be cpu or gpu, got \"\""}, {"tk=8,tk=8", "tk is given twice"},
         {"tk=8,", "an empty entry"}, {",tk=8", "an empty entry"}, {"tk", "\"tk\" is not key=value"},
@@ -118,7 +144,8 @@ Test(kernel_params, bad_overrides_are_refused_by_name)
         {"variant=cpu,qb=1", "variant=cpu takes qb=2, 4, 8 or 16, got qb=1"},
         {"qb=3", "variant=cpu takes qb=2, 4, 8 or 16, got qb=3"},
         {"variant=gpu,qv=2", "variant=gpu takes qv=1, got qv=2"}, {"qv=5", "qv must be an integer from 1 to 4"},
-        {"qv=0", "qv must be an integer from 1 to 4"},
+        {"qv=0", "qv must be an integer from 1 to 4"}, {"kb=0", "kb must be an integer from 1 to 16, got \"0\""},
+        {"kb=17", "kb must be an integer from 1 to 16"}, {"variant=gpu,kb=4", "variant=gpu takes kb=1, got kb=4"},
         {"vw=3", "vw must be 1, 2, 4, 8 or 16, got vw=3"}, {"vw=32", "vw must be an integer from 1 to 16"},
         {"run=0", "run must be an integer from 1 to 64"}, {"elementwise_wg=-1", "got \"-1\""}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -130,7 +157,7 @@ Test(kernel_params, bad_overrides_are_refused_by_name)
         cr_expect(strncmp(msg, "LINFORMER_KERNEL_PARAMS: ", 25) == 0 && strstr(msg, cases[i][1]),
                   "%s: message \"%s\"", cases[i][0], msg);
         lf_kernel_params q = {.tile_keys = -7};
-        cr_expect_eq(lf__kernel_params_parse(cases[i][0], &q, msg, sizeof msg), LF_ERR_ARGUMENT);
+        cr_expect_eq(lf__kernel_params_parse(cases[i][0], &dev, &q, msg, sizeof msg), LF_ERR_ARGUMENT);
         cr_expect_eq(q.tile_keys, -7, "%s: a refused override changed the parameters", cases[i][0]);
     }
     unsetenv("LINFORMER_KERNEL_PARAMS");
@@ -191,8 +218,9 @@ Test(kernel_params, device_limits_lower_the_tiles)
  * them and the layer's output stays exact. */
 Test(kernel_params, override_changes_what_a_layer_runs)
 {
-    static const struct { const char *text; int tk, qb; size_t tq, softmax; } cases[] = {
-        {"variant=cpu,tk=5,tq=3,qb=4,qv=2,softmax_wg=7", 5, 4, 3, 7}, {"variant=gpu,tk=7,tq=5,softmax_wg=3", 7, 1, 5, 3}};
+    static const struct { const char *text; int tk, qb, kb; size_t tq, softmax; } cases[] = {
+        {"variant=cpu,tk=5,tq=3,qb=4,qv=2,kb=3,softmax_wg=7", 5, 4, 3, 3, 7},
+        {"variant=gpu,tk=7,tq=5,softmax_wg=3", 7, 1, 1, 5, 3}};
     lf_device_info info;
     cr_assert_eq(lf_context_device_info(ctx, &info), LF_OK);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
@@ -205,9 +233,10 @@ Test(kernel_params, override_changes_what_a_layer_runs)
             char msg[512] = "";
             cr_assert_eq(lf__plan_resolve(&c.cfg, &info, false, &plan, msg, sizeof msg), LF_OK, "%s", msg);
             cr_expect(plan.tiles.tile_keys == cases[i].tk && plan.tiles.query_block == cases[i].qb &&
-                          plan.tiles.tile_queries == cases[i].tq && plan.params.softmax_group == (int)cases[i].softmax,
-                      "%s: the plan took TK %d, QB %d, TQ %zu, WG %d", cases[i].text, plan.tiles.tile_keys,
-                      plan.tiles.query_block, plan.tiles.tile_queries, plan.params.softmax_group);
+                          plan.tiles.key_block == cases[i].kb && plan.tiles.tile_queries == cases[i].tq &&
+                          plan.params.softmax_group == (int)cases[i].softmax,
+                      "%s: the plan took TK %d, QB %d, KB %d, TQ %zu, WG %d", cases[i].text, plan.tiles.tile_keys,
+                      plan.tiles.query_block, plan.tiles.key_block, plan.tiles.tile_queries, plan.params.softmax_group);
             const double e = lf_case_run(ctx, &c);
             cr_expect_leq(e, TOL, "%s, path %d: relative error %.3g", cases[i].text, path, e);
         }
@@ -261,8 +290,8 @@ Test(kernel_params, a_layer_keeps_the_parameters_it_was_created_with)
 Test(kernel_params, run_profile_prints_the_parameters)
 {
     static const char *const overrides[] = {
-        "variant=cpu,tk=5,tq=3,qb=8,qv=3,softmax_wg=7,layernorm_wg=3,vw=4,run=3,elementwise_wg=2",
-        "variant=gpu,tk=7,tq=5,qb=1,qv=1,softmax_wg=3,layernorm_wg=5,vw=2,run=5,elementwise_wg=3"};
+        "variant=cpu,tk=5,tq=3,qb=8,qv=3,kb=3,softmax_wg=7,layernorm_wg=3,vw=4,run=3,elementwise_wg=2",
+        "variant=gpu,tk=7,tq=5,qb=1,qv=1,kb=1,softmax_wg=3,layernorm_wg=5,vw=2,run=5,elementwise_wg=3"};
     for (size_t i = 0; i < 2; i++) {
         char cmd[1024], log[8192];
         snprintf(cmd, sizeof cmd, "LINFORMER_KERNEL_PARAMS=%s %s run --model %s/tests/data/models/encoder_short.model"

@@ -278,11 +278,8 @@ Test(kernels, seq_project_window_grid)
 
 typedef struct {
     int batch, n, keys, heads, kv_heads, dh; /* keys 0 = the sequence's own (flash) */
-    int tile_keys;
-    size_t tile_queries;
-    int query_block; /* 1: the local-memory kernel; more: the CPU variant */
-    int query_vectors; /* the CPU variant's vectors of query_block queries a work-item */
-    bool causal;     /* Linformer (keys > 0): windows of ceil(n / keys) positions */
+    lf_attention_tiles tiles; /* query_block 1: the local-memory kernel; more: the CPU variant */
+    bool causal;              /* Linformer (keys > 0): windows of ceil(n / keys) positions */
 } tiled_case;
 
 typedef struct {
@@ -360,15 +357,14 @@ static void tiled_run(const tiled_case *t, uint64_t *rng)
         .self_k = {own ? skb : NULL, 0, kd, (size_t)t->n * kd}, .self_v = {own ? svb : NULL, 0, kd, (size_t)t->n * kd},
         .causal = t->causal, .window = t->keys ? (t->n + t->keys - 1) / t->keys : 0, .lengths = lb,
         .batch = t->batch, .n_rows = t->n, .key_count = t->keys, .heads = t->heads, .kv_heads = t->kv_heads,
-        .d_head = t->dh, .scale = (float)(1.0 / sqrt((double)t->dh)), .tile_keys = t->tile_keys,
-        .tile_queries = t->tile_queries, .query_block = t->query_block, .query_vectors = t->query_vectors};
+        .d_head = t->dh, .scale = (float)(1.0 / sqrt((double)t->dh)), .tiles = t->tiles};
     cr_assert_eq(lf__launch_attention_tiled(ctx, &a, NULL), LF_OK, "%s", lf_context_last_error(ctx));
     lf_test_download(ctx, ob, out, qc);
     tiled_ref(t, &(tiled_inputs){q, k, v, sk, sv, lens}, ref);
     cr_expect_leq(lf_test_rel_err(out, ref, qc), TOL,
-                  "attention_tiled n %d keys %d heads %d/%d dh %d causal %d TK %d TQ %zu QB %d QV %d", t->n, t->keys,
-                  t->heads, t->kv_heads, t->dh, t->causal, t->tile_keys, t->tile_queries, t->query_block,
-                  t->query_vectors);
+                  "attention_tiled n %d keys %d heads %d/%d dh %d causal %d TK %d TQ %zu QB %d QV %d KB %d", t->n,
+                  t->keys, t->heads, t->kv_heads, t->dh, t->causal, t->tiles.tile_keys, t->tiles.tile_queries,
+                  t->tiles.query_block, t->tiles.query_vectors, t->tiles.key_block);
     lf__release(&qb), lf__release(&kb), lf__release(&vb), lf__release(&skb), lf__release(&svb);
     lf__release(&lb), lf__release(&ob);
     free(q), free(k), free(v), free(sk), free(sv), free(out), free(ref);
@@ -388,11 +384,13 @@ static lf_kernel_params variant_params(lf_kernel_variant v)
 }
 
 /* The tiles of the grid for head width dh: each variant's own as the library
- * takes them on this device, then odd ones (TK, TQ, QB, QV) whose TK keeps to
- * the library's for the GPU variant, so that they fit the device's local memory. */
-static size_t grid_tiles(int dh, int tiles[][4])
+ * takes them on this device, then odd ones (TK, TQ, QB, QV, KB) whose TK
+ * keeps to the library's for the GPU variant, so that they fit the device's
+ * local memory; the CPU variant's KB both divides TK and does not. */
+static size_t grid_tiles(int dh, lf_attention_tiles tiles[])
 {
-    static const int odd[][4] = {{5, 7, 1, 1}, {1, 1, 1, 1}, {5, 3, 8, 1}, {1, 2, 4, 3}};
+    static const lf_attention_tiles odd[] = {
+        {5, 7, 1, 1, 1}, {1, 1, 1, 1, 1}, {5, 3, 8, 1, 3}, {1, 2, 4, 3, 5}, {6, 2, 16, 2, 2}, {7, 1, 2, 4, 16}};
     size_t count = 0;
     lf_device_info info;
     cr_assert_eq(lf_context_device_info(ctx, &info), LF_OK);
@@ -400,13 +398,11 @@ static size_t grid_tiles(int dh, int tiles[][4])
     const lf_attention_tiles gpu = lf__attention_tiles(&gpu_params, dh, &info);
     for (int v = LF_VARIANT_CPU; v <= LF_VARIANT_GPU; v++, count++) {
         const lf_kernel_params kp = variant_params((lf_kernel_variant)v);
-        const lf_attention_tiles t = lf__attention_tiles(&kp, dh, &info);
-        tiles[count][0] = t.tile_keys, tiles[count][1] = (int)t.tile_queries, tiles[count][2] = t.query_block;
-        tiles[count][3] = t.query_vectors;
+        tiles[count] = lf__attention_tiles(&kp, dh, &info);
     }
     for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i += lf_test_tiny() ? 2 : 1, count++) { /* tiny: one a variant */
-        tiles[count][0] = odd[i][0] < gpu.tile_keys ? odd[i][0] : gpu.tile_keys;
-        tiles[count][1] = odd[i][1], tiles[count][2] = odd[i][2], tiles[count][3] = odd[i][3];
+        tiles[count] = odd[i];
+        if (tiles[count].tile_keys > gpu.tile_keys) tiles[count].tile_keys = gpu.tile_keys;
     }
     return count;
 }
@@ -420,13 +416,12 @@ Test(kernels, attention_tiled_grid)
     const size_t count = lf_test_tiny() ? sizeof tiny / sizeof tiny[0] : sizeof shapes / sizeof shapes[0];
     for (size_t i = 0; i < count; i++) {
         const int *shape = lf_test_tiny() ? tiny[i] : shapes[i];
-        int tiles[6][4];
+        lf_attention_tiles tiles[8];
         const size_t tile_count = grid_tiles(shape[2], tiles);
         for (size_t t = 0; t < tile_count; t++)
             for (int kvh = 1; kvh <= 3; kvh += 2)
                 for (int causal = 0; causal <= 1; causal++) {
-                    const tiled_case c = {2, shape[0], shape[1], 3, kvh, shape[2], tiles[t][0],
-                                          (size_t)tiles[t][1], tiles[t][2], tiles[t][3], causal};
+                    const tiled_case c = {2, shape[0], shape[1], 3, kvh, shape[2], tiles[t], causal};
                     tiled_run(&c, &rng);
                 }
     }

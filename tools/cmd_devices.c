@@ -29,6 +29,7 @@ static void print_device(const lf_device_info *d, const char *mark)
     printf("    compute units   %u\n", d->compute_units);
     printf("    max work-group  %zu\n", d->max_work_group_size);
     printf("    fp16 / fp64     %s / %s\n", d->fp16 ? "yes" : "no", d->fp64 ? "yes" : "no");
+    printf("    native vector   %u float%s\n", d->float_vector_width, d->float_vector_width == 1 ? "" : "s");
 }
 
 static void usage(FILE *out)

@@ -140,7 +140,7 @@ static lf_path auto_path(const lf_plan *p, const lf_device_info *dev)
 
 lf_attention_tiles lf__attention_tiles(const lf_kernel_params *kp, int dh, const lf_device_info *dev)
 {
-    lf_attention_tiles t = {kp->tile_keys, (size_t)kp->tile_queries, kp->query_block, kp->query_vectors};
+    lf_attention_tiles t = {kp->tile_keys, (size_t)kp->tile_queries, kp->query_block, kp->query_vectors, kp->key_block};
     while (t.tile_keys > 1 && 2ull * t.tile_keys * dh * sizeof(float) > dev->local_mem_bytes / 2) t.tile_keys /= 2;
     return t;
 }

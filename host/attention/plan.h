@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "kernel_params.h"
+#include "launch.h"
 #include "linformer.h"
 
 /* The weights of a layer, in the order lf_attention_set_weight documents them. */
@@ -31,18 +32,6 @@ typedef struct {
 
 /* Largest d_head of the tiled attention kernel: its private arrays are this wide. */
 #define LF_MAX_DH_TILED 256
-
-/* The attention kernel's tiles at head width dh, from the parameters wanted
- * (kernel_params.h): TK keys a tile, lowered until the 2 TK dh floats that
- * the GPU variant stages keep within half of the device's local memory; TQ
- * work-items wanted (lf__kernel_sized lowers them to what the device
- * allows), QV vectors of QB queries a work-item. */
-typedef struct {
-    int tile_keys;       /* TK: keys of one tile (staged in local memory, but for the CPU variant) */
-    size_t tile_queries; /* TQ wanted: work-items of one work-group (the device may allow fewer) */
-    int query_block;     /* QB: queries of one vector (1, or the CPU variant's vector width) */
-    int query_vectors;   /* QV: the CPU variant's vectors of QB queries a work-item */
-} lf_attention_tiles;
 
 typedef struct {
     lf_attention_config cfg; /* defaults resolved: d_head, kv_heads, scale, path, k (0 unless Linformer) */
@@ -64,6 +53,7 @@ typedef struct {
     lf_kernel_params params;  /* the device's, as resolved at creation: every kernel's variant and sizes */
 } lf_plan;
 
+/* The attention kernel's tiles at head width dh on dev, from the parameters wanted (launch.h). */
 lf_attention_tiles lf__attention_tiles(const lf_kernel_params *kp, int dh, const lf_device_info *dev);
 
 

@@ -244,10 +244,7 @@ static lf_status attend_tiled(const lf_pass *p, lf_view q, lf_view k, lf_view v,
                                        .lengths = p->ws->buf[LF_WS_LENGTHS],
                                        .batch = p->batch, .n_rows = p->n, .key_count = key_count,
                                        .heads = pl->cfg.heads, .kv_heads = pl->kvh, .d_head = pl->dh,
-                                       .scale = pl->cfg.scale, .tile_keys = pl->tiles.tile_keys,
-                                       .tile_queries = pl->tiles.tile_queries,
-                                       .query_block = pl->tiles.query_block,
-                                       .query_vectors = pl->tiles.query_vectors};
+                                       .scale = pl->cfg.scale, .tiles = pl->tiles};
     return lf__launch_attention_tiled(p->ctx, &a, p->tl);
 }
 

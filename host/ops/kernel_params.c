@@ -16,22 +16,34 @@
 /*
  * The table, most specific rows first; a device takes the first row that
  * serves it. A row for one vendor's devices goes above the generic row of
- * their type. The generic rows are also what variant=cpu|gpu starts from.
+ * their type, a row for wider vectors above one for narrower. The generic
+ * rows that serve a device are also what variant=cpu|gpu starts from.
  */
 static const lf_kernel_params_row table[] = {
-    /* CPU devices: two vectors of 16 queries a work-item (bench/NOTES.md,
-     * item 21), 8 work-items a group laid across heads (item 9); softmax and
-     * LayerNorm groups as on GPUs;
-     * elementwise runs of four float16s in groups of one (item 14: larger
-     * groups make Intel's compiler gather across work-items) */
-    {LF_DEVICE_CPU, NULL,
+    /* CPU devices with 16-float vectors (AVX-512): two vectors of 16 queries
+     * a work-item, 8 keys a pass (bench/NOTES.md, item 21): 16 of the 32
+     * vector registers hold sums; 8 work-items a group laid across heads
+     * (item 9); softmax and LayerNorm groups as on GPUs; elementwise runs of
+     * four float16s in groups of one (item 14: larger groups make Intel's
+     * compiler gather across work-items) */
+    {LF_DEVICE_CPU, NULL, 16,
      {.variant = LF_VARIANT_CPU, .tile_keys = 32, .tile_queries = 8, .query_block = 16, .query_vectors = 2,
-      .softmax_group = 256, .layernorm_group = 128, .vector_width = 16, .vector_run = 4, .elementwise_group = 1}},
+      .key_block = 8, .softmax_group = 256, .layernorm_group = 128, .vector_width = 16, .vector_run = 4,
+      .elementwise_group = 1}},
+    /* other CPU devices (AVX2: 16 registers of 8 floats): three vectors of 8
+     * queries, 4 keys a pass, so that 12 registers hold sums; elementwise
+     * runs of eight float8s, as a float16 in a call is an ABI that PoCL's
+     * compiler warns about without AVX-512 (item 29) */
+    {LF_DEVICE_CPU, NULL, 0,
+     {.variant = LF_VARIANT_CPU, .tile_keys = 32, .tile_queries = 8, .query_block = 8, .query_vectors = 3,
+      .key_block = 4, .softmax_group = 256, .layernorm_group = 128, .vector_width = 8, .vector_run = 8,
+      .elementwise_group = 1}},
     /* every other device: one query a work-item, 64 a group, 32 keys a tile;
      * one float a work-item of the elementwise kernels */
-    {LF_DEVICE_GPU | LF_DEVICE_ACCELERATOR | LF_DEVICE_OTHER, NULL,
+    {LF_DEVICE_GPU | LF_DEVICE_ACCELERATOR | LF_DEVICE_OTHER, NULL, 0,
      {.variant = LF_VARIANT_GPU, .tile_keys = 32, .tile_queries = 64, .query_block = 1, .query_vectors = 1,
-      .softmax_group = 256, .layernorm_group = 128, .vector_width = 1, .vector_run = 1, .elementwise_group = 0}},
+      .key_block = 1, .softmax_group = 256, .layernorm_group = 128, .vector_width = 1, .vector_run = 1,
+      .elementwise_group = 0}},
 };
 #define TABLE_ROWS (sizeof table / sizeof table[0])
 
@@ -45,6 +57,7 @@ static const struct {
     {"tq", offsetof(lf_kernel_params, tile_queries), 1, 4096},
     {"qb", offsetof(lf_kernel_params, query_block), 1, 16},
     {"qv", offsetof(lf_kernel_params, query_vectors), 1, 4},
+    {"kb", offsetof(lf_kernel_params, key_block), 1, 16},
     {"softmax_wg", offsetof(lf_kernel_params, softmax_group), 1, 4096},
     {"layernorm_wg", offsetof(lf_kernel_params, layernorm_group), 1, 4096},
     {"vw", offsetof(lf_kernel_params, vector_width), 1, 16},
@@ -62,17 +75,20 @@ const lf_kernel_params *lf__kernel_params_match(const lf_kernel_params_row *rows
                                                 const lf_device_info *dev)
 {
     for (size_t i = 0; i < count; i++)
-        if ((rows[i].types & dev->type) && (!rows[i].vendor || strcasestr(dev->vendor, rows[i].vendor)))
+        if ((rows[i].types & dev->type) && (!rows[i].vendor || strcasestr(dev->vendor, rows[i].vendor)) &&
+            dev->float_vector_width >= rows[i].float_vector)
             return &rows[i].params;
     return NULL;
 }
 
-/* The generic row of a variant: the first row for any vendor that takes it. */
-static lf_kernel_params generic(lf_kernel_variant v)
+/* The generic row of a variant for dev: the first row for any vendor that
+ * takes the variant and dev's vector width. */
+static lf_kernel_params generic(lf_kernel_variant v, const lf_device_info *dev)
 {
     for (size_t i = 0; i < TABLE_ROWS; i++)
-        if (!table[i].vendor && table[i].params.variant == v) return table[i].params;
-    return table[TABLE_ROWS - 1].params; /* not reached: the table has a generic row of each */
+        if (!table[i].vendor && table[i].params.variant == v && dev->float_vector_width >= table[i].float_vector)
+            return table[i].params;
+    return table[TABLE_ROWS - 1].params; /* not reached: each variant has a row for any width */
 }
 
 /* The index of a key of klen characters: keys[] or VARIANT_KEY; -1 when unknown. */
@@ -137,12 +153,15 @@ static lf_status check_widths(const lf_kernel_params *p, char *msg, size_t msg_s
     if (p->variant == LF_VARIANT_GPU && qb != 1) return FAIL("variant=gpu takes qb=1, got qb=%d", qb);
     if (p->variant == LF_VARIANT_GPU && p->query_vectors != 1)
         return FAIL("variant=gpu takes qv=1, got qv=%d", p->query_vectors);
+    if (p->variant == LF_VARIANT_GPU && p->key_block != 1)
+        return FAIL("variant=gpu takes kb=1, got kb=%d", p->key_block);
     if (p->variant == LF_VARIANT_CPU && (qb < 2 || (qb & (qb - 1))))
         return FAIL("variant=cpu takes qb=2, 4, 8 or 16, got qb=%d", qb);
     return LF_OK;
 }
 
-lf_status lf__kernel_params_parse(const char *text, lf_kernel_params *p, char *msg, size_t msg_size)
+lf_status lf__kernel_params_parse(const char *text, const lf_device_info *dev, lf_kernel_params *p, char *msg,
+                                  size_t msg_size)
 {
     int values[KEYS + 1] = {0};
     bool given[KEYS + 1] = {false};
@@ -152,7 +171,7 @@ lf_status lf__kernel_params_parse(const char *text, lf_kernel_params *p, char *m
         s += len;
         if (!*s) break;
     }
-    lf_kernel_params q = given[VARIANT_KEY] ? generic((lf_kernel_variant)values[VARIANT_KEY]) : *p;
+    lf_kernel_params q = given[VARIANT_KEY] ? generic((lf_kernel_variant)values[VARIANT_KEY], dev) : *p;
     for (int key = 0; key < KEYS; key++)
         if (given[key]) *field(&q, key) = values[key];
     LF_TRY(check_widths(&q, msg, msg_size));
@@ -163,7 +182,7 @@ lf_status lf__kernel_params_parse(const char *text, lf_kernel_params *p, char *m
 lf_status lf__kernel_params(const lf_device_info *dev, lf_kernel_params *out, char *msg, size_t msg_size)
 {
     const lf_kernel_params *row = lf__kernel_params_match(table, TABLE_ROWS, dev);
-    *out = row ? *row : generic(LF_VARIANT_GPU);
+    *out = row ? *row : generic(LF_VARIANT_GPU, dev);
     /* The variable this one replaced is refused, not ignored: a setting that silently stopped working misleads. */
     const char *old = getenv("LINFORMER_KERNEL_VARIANT");
     if (old)
@@ -171,7 +190,7 @@ lf_status lf__kernel_params(const lf_device_info *dev, lf_kernel_params *out, ch
                             "LINFORMER_KERNEL_VARIANT is no longer read: "
                             "set LINFORMER_KERNEL_PARAMS=variant=%.16s instead", old);
     const char *env = getenv("LINFORMER_KERNEL_PARAMS");
-    return env && *env ? lf__kernel_params_parse(env, out, msg, msg_size) : LF_OK;
+    return env && *env ? lf__kernel_params_parse(env, dev, out, msg, msg_size) : LF_OK;
 }
 
 void lf__kernel_params_format(const lf_kernel_params *p, char *out, size_t size)

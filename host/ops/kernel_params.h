@@ -1,7 +1,7 @@
 /*
  * kernel_params.h - the kernels' tuning parameters as data: one table whose
- * rows are keyed by device type and vendor (the first row that matches a
- * device gives its values, generic rows last), and LINFORMER_KERNEL_PARAMS
+ * rows are keyed by device type, vendor and native float vector width (the
+ * first row that matches a device gives its values, generic rows last), and LINFORMER_KERNEL_PARAMS
  * to override any of them for development. The values are the sizes wanted:
  * the device's limits lower them where they are used (lf__attention_tiles in
  * plan.c for the local memory of a key tile, lf__kernel_sized for work-groups).
@@ -30,6 +30,7 @@ typedef struct {
     int tile_queries;          /* "tq": TQ, work-items of one group of the attention kernel */
     int query_block;           /* "qb": QB, queries of one vector: 1 (gpu) or 2, 4, 8, 16 (cpu) */
     int query_vectors;         /* "qv": QV, vectors of QB queries of one work-item: 1 (gpu) or 1-4 (cpu) */
+    int key_block;             /* "kb": KB, keys one pass of the CPU variant takes at once: 1 (gpu) or 1-16 (cpu) */
     int softmax_group;         /* "softmax_wg": WG of softmax_rows */
     int layernorm_group;       /* "layernorm_wg": WG of layernorm_rows */
     /* The elementwise kernels (activation.cl, and layernorm_rows_cpu for its
@@ -41,8 +42,9 @@ typedef struct {
 } lf_kernel_params;
 
 typedef struct {
-    int types;          /* lf_device_type bits the row serves */
-    const char *vendor; /* contained in the device's vendor, case-insensitively; NULL: any vendor */
+    int types;             /* lf_device_type bits the row serves */
+    const char *vendor;    /* contained in the device's vendor, case-insensitively; NULL: any vendor */
+    unsigned float_vector; /* the least native float vector width (floats) it serves; 0: any */
     lf_kernel_params params;
 } lf_kernel_params_row;
 
@@ -60,12 +62,13 @@ lf_status lf__kernel_params(const lf_device_info *dev, lf_kernel_params *out, ch
 /*
  * Applies an override to p: key=value pairs separated by commas, each key
  * once. variant=cpu|gpu first replaces every value by that variant's generic
- * row; the other keys then set their own. An empty entry, an unknown key, a
- * repeated one, a value that is not an integer in its range, or a qb that
- * does not suit the variant is an LF_ERR_ARGUMENT naming it; p is then
+ * row for dev; the other keys then set their own. An empty entry, an unknown key, a
+ * repeated one, a value that is not an integer in its range, or a qb, qv
+ * or kb that does not suit the variant is an LF_ERR_ARGUMENT naming it; p is then
  * unchanged.
  */
-lf_status lf__kernel_params_parse(const char *text, lf_kernel_params *p, char *msg, size_t msg_size);
+lf_status lf__kernel_params_parse(const char *text, const lf_device_info *dev, lf_kernel_params *p, char *msg,
+                                  size_t msg_size);
 
 /* p in the override's form ("variant=gpu,tk=32,..."), cut to size. */
 void lf__kernel_params_format(const lf_kernel_params *p, char *out, size_t size);

@@ -86,14 +86,17 @@ static void cpu_group(size_t tq, int heads, size_t local[3])
 
 lf_status lf__launch_attention_tiled(lf_context *ctx, const lf_attention_tiled_args *a, lf_timeline *t)
 {
-    char opts[128];
-    const int blk = a->query_block > 1 ? a->query_block : 1;
-    const int qv = blk > 1 && a->query_vectors > 1 ? a->query_vectors : 1;
-    snprintf(opts, sizeof opts, "-DDH=%d -DTK=%d -DVW=%d -DCAUSAL=%d -DQB=%d -DQV=%d", a->d_head, a->tile_keys,
-             a->d_head % 4 == 0 ? 4 : 1, a->causal, blk, qv);
+    char opts[160];
+    const lf_attention_tiles *tiles = &a->tiles;
+    const int blk = tiles->query_block > 1 ? tiles->query_block : 1;
+    const int qv = blk > 1 && tiles->query_vectors > 1 ? tiles->query_vectors : 1;
+    const int used = snprintf(opts, sizeof opts, "-DDH=%d -DTK=%d -DVW=%d -DCAUSAL=%d -DQB=%d -DQV=%d", a->d_head,
+                              tiles->tile_keys, a->d_head % 4 == 0 ? 4 : 1, a->causal, blk, qv);
+    if (blk > 1 && tiles->key_block > 0)
+        snprintf(opts + used, sizeof opts - (size_t)used, " -DKB=%d", tiles->key_block);
     cl_kernel k;
     size_t tq = 1;
-    LF_TRY(lf__kernel_sized(ctx, "attention.cl", opts, "attention_tiled", "TQ", a->tile_queries, 1, &k, &tq));
+    LF_TRY(lf__kernel_sized(ctx, "attention.cl", opts, "attention_tiled", "TQ", tiles->tile_queries, 1, &k, &tq));
     const cl_ulong qo = a->q.off, ko = a->k.off, vo = a->v.off, oo = a->o.off;
     const cl_ulong qb = a->q.bstride, kb = a->k.bstride, vb = a->v.bstride, ob = a->o.bstride;
     const int window = a->window > 0 ? a->window : 1;

@@ -31,6 +31,21 @@ lf_status lf__launch(lf_context *ctx, cl_kernel k, const char *what, cl_uint dim
  * key_count 0 = the sequence's own keys (the first lengths[b] of them). With
  * causal, query i sees keys 0..i (key_count 0), or the slots j < i / window
  * and then its own keys self_k, self_v from i / window * window to i. */
+/* The attention kernel's tiles (its -D options but DH and CAUSAL), chosen by
+ * the plan from the kernel parameters (lf__attention_tiles): TK keys a tile,
+ * lowered until the 2 TK dh floats that the GPU variant stages keep within
+ * half of the device's local memory; TQ work-items wanted (lf__kernel_sized
+ * lowers them to what the device allows); the CPU variant's QV vectors of
+ * QB queries a work-item and KB keys a pass. */
+typedef struct {
+    int tile_keys;       /* TK: keys of one tile (staged in local memory, but for the CPU variant) */
+    size_t tile_queries; /* TQ wanted: work-items of one work-group (the device may allow fewer). The CPU
+                          * variant lays them across heads of the same queries where heads allow */
+    int query_block;     /* QB: queries of one vector, 1 or (the CPU variant) 2, 4, 8, 16 */
+    int query_vectors;   /* QV: the CPU variant's vectors of QB queries a work-item (0 or 1: one) */
+    int key_block;       /* KB: the CPU variant's keys of one pass over DH (0: the kernel's default) */
+} lf_attention_tiles;
+
 typedef struct {
     lf_view q, k, v, o;
     lf_view self_k, self_v; /* causal Linformer only */
@@ -39,11 +54,7 @@ typedef struct {
     cl_mem lengths; /* int [batch] */
     int batch, n_rows, key_count, heads, kv_heads, d_head;
     float scale;
-    int tile_keys;       /* TK */
-    size_t tile_queries; /* TQ wanted (work-items of a group); the device may allow fewer. The CPU
-                          * variant lays them across heads of the same queries where heads allow */
-    int query_block;     /* QB: queries of one vector, 1 or (the CPU variant) 2, 4, 8, 16 */
-    int query_vectors;   /* QV: the CPU variant's vectors of QB queries a work-item (0 or 1: one) */
+    lf_attention_tiles tiles;
 } lf_attention_tiled_args;
 lf_status lf__launch_attention_tiled(lf_context *ctx, const lf_attention_tiled_args *a, lf_timeline *t);
 

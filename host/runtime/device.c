@@ -58,6 +58,9 @@ void lf__device_query(cl_platform_id platform, cl_device_id device, lf_device_in
     size_t wg = 0;
     clGetDeviceInfo(device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
     info->max_work_group_size = wg;
+    cu = 0;
+    clGetDeviceInfo(device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof cu, &cu, NULL);
+    info->float_vector_width = cu;
 
     size_t ext_size = 0;
     if (clGetDeviceInfo(device, CL_DEVICE_EXTENSIONS, 0, NULL, &ext_size) == CL_SUCCESS &&

@@ -18,7 +18,7 @@ class DeviceInfo(Structure):
                 ("platform_vendor", c_char * 128), ("device_name", c_char * 128), ("vendor", c_char * 128),
                 ("driver_version", c_char * 128), ("global_mem_bytes", c_uint64), ("max_alloc_bytes", c_uint64),
                 ("local_mem_bytes", c_uint64), ("compute_units", c_uint), ("max_work_group_size", c_size_t),
-                ("fp16", c_int), ("fp64", c_int)]
+                ("fp16", c_int), ("fp64", c_int), ("float_vector_width", c_uint)]
 
 
 class AttentionConfig(Structure):
