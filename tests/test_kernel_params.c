@@ -63,6 +63,24 @@ Test(kernel_params, defaults_by_device_type_and_vector_width)
         const lf_kernel_params cpu = params_of(LF_DEVICE_CPU, cpus[i].width, NULL);
         cr_expect_str_eq(formatted(&cpu), cpus[i].want, "width %u", cpus[i].width);
     }
+    /* Intel's runtime below 16 floats keeps float16 elementwise runs; PoCL on an Intel CPU does not */
+    static const struct { const char *vendor; unsigned width; const char *want; } vendors[] = {
+        {"Intel(R) Corporation", 8, "variant=cpu,tk=32,tq=8,qb=8,qv=3,kb=4,softmax_wg=256,layernorm_wg=128" CPU_EW},
+        {"Intel(R) Corporation", 16, "variant=cpu,tk=32,tq=8,qb=16,qv=2,kb=8,softmax_wg=256,layernorm_wg=128" CPU_EW},
+        {"GenuineIntel", 8, "variant=cpu,tk=32,tq=8,qb=8,qv=3,kb=4,softmax_wg=256,layernorm_wg=128" CPU8_EW}};
+    for (size_t i = 0; i < sizeof vendors / sizeof vendors[0]; i++) {
+        lf_device_info dev = {.type = LF_DEVICE_CPU, .float_vector_width = vendors[i].width};
+        snprintf(dev.vendor, sizeof dev.vendor, "%s", vendors[i].vendor);
+        lf_kernel_params p;
+        char msg[512] = "";
+        cr_assert_eq(lf__kernel_params(&dev, &p, msg, sizeof msg), LF_OK, "%s", msg);
+        cr_expect_str_eq(formatted(&p), vendors[i].want, "%s, width %u", vendors[i].vendor, vendors[i].width);
+        setenv("LINFORMER_KERNEL_PARAMS", "variant=cpu", 1); /* the variant's row for this device: its own */
+        cr_assert_eq(lf__kernel_params(&dev, &p, msg, sizeof msg), LF_OK, "%s", msg);
+        unsetenv("LINFORMER_KERNEL_PARAMS");
+        cr_expect_str_eq(formatted(&p), vendors[i].want, "variant=cpu: %s, width %u", vendors[i].vendor,
+                         vendors[i].width);
+    }
     static const lf_device_type others[] = {LF_DEVICE_GPU, LF_DEVICE_ACCELERATOR, LF_DEVICE_OTHER};
     for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
         for (unsigned width = 1; width <= 16; width *= 4) {

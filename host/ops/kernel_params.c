@@ -16,8 +16,9 @@
 /*
  * The table, most specific rows first; a device takes the first row that
  * serves it. A row for one vendor's devices goes above the generic row of
- * their type, a row for wider vectors above one for narrower. The generic
- * rows that serve a device are also what variant=cpu|gpu starts from.
+ * their type, a row for wider vectors above one for narrower. The first row
+ * of a variant that serves a device's vendor and width, whatever its type,
+ * is also what variant=cpu|gpu starts from there.
  */
 static const lf_kernel_params_row table[] = {
     /* CPU devices with 16-float vectors (AVX-512): two vectors of 16 queries
@@ -29,6 +30,13 @@ static const lf_kernel_params_row table[] = {
     {LF_DEVICE_CPU, NULL, 16,
      {.variant = LF_VARIANT_CPU, .tile_keys = 32, .tile_queries = 8, .query_block = 16, .query_vectors = 2,
       .key_block = 8, .softmax_group = 256, .layernorm_group = 128, .vector_width = 16, .vector_run = 4,
+      .elementwise_group = 1}},
+    /* Intel's CPU runtime on narrower vectors: the attention as below, the
+     * elementwise runs of float16s, which its compiler takes without a
+     * warning and runs faster than float8s there (item 29) */
+    {LF_DEVICE_CPU, "Intel(R)", 0,
+     {.variant = LF_VARIANT_CPU, .tile_keys = 32, .tile_queries = 8, .query_block = 8, .query_vectors = 3,
+      .key_block = 4, .softmax_group = 256, .layernorm_group = 128, .vector_width = 16, .vector_run = 4,
       .elementwise_group = 1}},
     /* other CPU devices (AVX2: 16 registers of 8 floats): three vectors of 8
      * queries, 4 keys a pass, so that 12 registers hold sums; elementwise
@@ -71,24 +79,27 @@ static int *field(lf_kernel_params *p, int key) { return (int *)((char *)p + key
 static int value_of(const lf_kernel_params *p, int key) { return *(const int *)((const char *)p + keys[key].offset); }
 static const char *variant_name(lf_kernel_variant v) { return v == LF_VARIANT_CPU ? "cpu" : "gpu"; }
 
+/* Whether a row serves dev's vendor and vector width, whatever its type. */
+static bool serves_kind(const lf_kernel_params_row *row, const lf_device_info *dev)
+{
+    return (!row->vendor || strcasestr(dev->vendor, row->vendor)) && dev->float_vector_width >= row->float_vector;
+}
+
 const lf_kernel_params *lf__kernel_params_match(const lf_kernel_params_row *rows, size_t count,
                                                 const lf_device_info *dev)
 {
     for (size_t i = 0; i < count; i++)
-        if ((rows[i].types & dev->type) && (!rows[i].vendor || strcasestr(dev->vendor, rows[i].vendor)) &&
-            dev->float_vector_width >= rows[i].float_vector)
-            return &rows[i].params;
+        if ((rows[i].types & dev->type) && serves_kind(&rows[i], dev)) return &rows[i].params;
     return NULL;
 }
 
-/* The generic row of a variant for dev: the first row for any vendor that
- * takes the variant and dev's vector width. */
-static lf_kernel_params generic(lf_kernel_variant v, const lf_device_info *dev)
+/* A variant's row for dev, what variant=cpu|gpu starts from: the first row
+ * of that variant that serves dev's vendor and vector width. */
+static lf_kernel_params variant_row(lf_kernel_variant v, const lf_device_info *dev)
 {
     for (size_t i = 0; i < TABLE_ROWS; i++)
-        if (!table[i].vendor && table[i].params.variant == v && dev->float_vector_width >= table[i].float_vector)
-            return table[i].params;
-    return table[TABLE_ROWS - 1].params; /* not reached: each variant has a row for any width */
+        if (table[i].params.variant == v && serves_kind(&table[i], dev)) return table[i].params;
+    return table[TABLE_ROWS - 1].params; /* not reached: each variant has a row for any vendor and width */
 }
 
 /* The index of a key of klen characters: keys[] or VARIANT_KEY; -1 when unknown. */
@@ -171,7 +182,7 @@ lf_status lf__kernel_params_parse(const char *text, const lf_device_info *dev, l
         s += len;
         if (!*s) break;
     }
-    lf_kernel_params q = given[VARIANT_KEY] ? generic((lf_kernel_variant)values[VARIANT_KEY], dev) : *p;
+    lf_kernel_params q = given[VARIANT_KEY] ? variant_row((lf_kernel_variant)values[VARIANT_KEY], dev) : *p;
     for (int key = 0; key < KEYS; key++)
         if (given[key]) *field(&q, key) = values[key];
     LF_TRY(check_widths(&q, msg, msg_size));
@@ -182,7 +193,7 @@ lf_status lf__kernel_params_parse(const char *text, const lf_device_info *dev, l
 lf_status lf__kernel_params(const lf_device_info *dev, lf_kernel_params *out, char *msg, size_t msg_size)
 {
     const lf_kernel_params *row = lf__kernel_params_match(table, TABLE_ROWS, dev);
-    *out = row ? *row : generic(LF_VARIANT_GPU, dev);
+    *out = row ? *row : variant_row(LF_VARIANT_GPU, dev);
     /* The variable this one replaced is refused, not ignored: a setting that silently stopped working misleads. */
     const char *old = getenv("LINFORMER_KERNEL_VARIANT");
     if (old)

@@ -61,8 +61,8 @@ lf_status lf__kernel_params(const lf_device_info *dev, lf_kernel_params *out, ch
 
 /*
  * Applies an override to p: key=value pairs separated by commas, each key
- * once. variant=cpu|gpu first replaces every value by that variant's generic
- * row for dev; the other keys then set their own. An empty entry, an unknown key, a
+ * once. variant=cpu|gpu first replaces every value by that variant's row
+ * for dev's vendor and vector width; the other keys then set their own. An empty entry, an unknown key, a
  * repeated one, a value that is not an integer in its range, or a qb, qv
  * or kb that does not suit the variant is an LF_ERR_ARGUMENT naming it; p is then
  * unchanged.
