@@ -27,10 +27,6 @@ typedef struct {
 lf_status lf__launch(lf_context *ctx, cl_kernel k, const char *what, cl_uint dims,
                      const size_t *global, const size_t *local, lf_timeline *t);
 
-/* cl/attention.cl: o = softmax(scale q k^T) v per head, tiled over keys.
- * key_count 0 = the sequence's own keys (the first lengths[b] of them). With
- * causal, query i sees keys 0..i (key_count 0), or the slots j < i / window
- * and then its own keys self_k, self_v from i / window * window to i. */
 /* The attention kernel's tiles (its -D options but DH and CAUSAL), chosen by
  * the plan from the kernel parameters (lf__attention_tiles): TK keys a tile,
  * lowered until the 2 TK dh floats that the GPU variant stages keep within
@@ -46,6 +42,10 @@ typedef struct {
     int key_block;       /* KB: the CPU variant's keys of one pass over DH (0: the kernel's default) */
 } lf_attention_tiles;
 
+/* cl/attention.cl: o = softmax(scale q k^T) v per head, tiled over keys.
+ * key_count 0 = the sequence's own keys (the first lengths[b] of them). With
+ * causal, query i sees keys 0..i (key_count 0), or the slots j < i / window
+ * and then its own keys self_k, self_v from i / window * window to i. */
 typedef struct {
     lf_view q, k, v, o;
     lf_view self_k, self_v; /* causal Linformer only */
