@@ -39,6 +39,8 @@
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
 typedef CAT(float, VW) vec;
+#define AS_VEC CAT(as_float, VW)
+#define AS_INT CAT(as_int, VW)
 /* Columns c .. c + VW - 1 of a row of `cols`; those past cols read as 0 and are not written. */
 vec load_cols(const global float *p, int c, int cols)
 {
@@ -59,9 +61,31 @@ void store_cols(vec v, global float *p, int c, int cols)
 }
 #else
 typedef float vec;
+#define AS_VEC as_float
+#define AS_INT as_int
 vec load_cols(const global float *p, int c, int cols) { return p[c]; }
 void store_cols(vec v, global float *p, int c, int cols) { p[c] = v; }
 #endif
+
+/* e^x for x <= 0 (not NaN) as 2^n e^r: n = x / ln 2 rounded by adding
+ * 1.5 * 2^23 (the sum's low bits are then n), r = x - n ln 2 with ln 2 in two
+ * parts (Cody and Waite), e^r by a degree-5 polynomial (the Chebyshev
+ * interpolant on |r| <= ln 2 / 2, relative error 1.6e-7), and n added to the
+ * exponent bits. Below -86.6 (e^x under 2.5e-38, where 2^n leaves float's
+ * normal range) and at -inf: 0. Two thirds of the cycles of the runtimes' exp,
+ * which must serve every x (bench/NOTES.md). */
+vec exp_nonpos(vec x)
+{
+    const vec shift = 12582912.0f, sum = fma(x, 1.44269504f, shift), n = sum - shift;
+    const vec r = fma(n, 2.12194440e-4f, fma(n, -0.693359375f, x));
+    vec p = 8.369148709e-3f;
+    p = fma(p, r, 4.191750661e-2f);
+    p = fma(p, r, 1.666650474e-1f);
+    p = fma(p, r, 4.999887049e-1f);
+    p = fma(p, r, 1.0f);
+    p = fma(p, r, 1.000000119f);
+    return select(AS_VEC(AS_INT(p) + (AS_INT(sum) << 23)), (vec)0.0f, x < -86.6f);
+}
 
 /* erfc(x) for x >= 0 as t exp(P(t) - x^2), t = 1 / (1 + x / 2), with P the
  * Chebyshev fit of Press et al., Numerical Recipes in C, 2nd ed. (1992),
@@ -69,17 +93,18 @@ void store_cols(vec v, global float *p, int c, int cols) { p[c] = v; }
  * one exp, it vectorises where a runtime's own erfc may not (PoCL's took 15
  * times as long as exp: bench/NOTES.md). In float, rounding x^2 costs up to
  * 4e-6 relative in the far tail, less than rounding x itself does there
- * (tests/test_model_kernels.c). From x = 10 on, erfc is 0 in float. */
+ * (tests/test_model_kernels.c). From x = 9.3 on (and at inf), erfc is below
+ * float's normal range and exp_nonpos gives 0. */
 constant float erfc_fit[10] = {-1.26551223f, 1.00002368f, 0.37409196f, 0.09678418f, -0.18628806f,
                                 0.27886807f,  -1.13520398f, 1.48851587f, -0.82215223f, 0.17087277f};
 
 vec erfc_nonneg(vec x)
 {
-    const vec c = fmin(x, 10.0f), t = 1.0f / (1.0f + 0.5f * c);
+    const vec t = 1.0f / (1.0f + 0.5f * x);
     vec p = erfc_fit[9];
 #pragma unroll
     for (int i = 8; i >= 0; i--) p = erfc_fit[i] + t * p; /* Horner */
-    return select((vec)0.0f, t * exp(p - c * c), x < 10.0f);
+    return t * exp_nonpos(p - x * x);
 }
 
 /* GELU's 1 + erf(z) and 1 + tanh(z) lose every digit for z well below 0,
