@@ -67,26 +67,7 @@ vec load_cols(const global float *p, int c, int cols) { return p[c]; }
 void store_cols(vec v, global float *p, int c, int cols) { p[c] = v; }
 #endif
 
-/* e^x for x <= 0 (not NaN) as 2^n e^r: n = x / ln 2 rounded by adding
- * 1.5 * 2^23 (the sum's low bits are then n), r = x - n ln 2 with ln 2 in two
- * parts (Cody and Waite), e^r by a degree-5 polynomial (the Chebyshev
- * interpolant on |r| <= ln 2 / 2, relative error 1.6e-7), and n added to the
- * exponent bits. Below -86.6 (e^x under 2.5e-38, where 2^n leaves float's
- * normal range) and at -inf: 0. 21 cycles a float8 on PoCL (its exp 33), 19 on
- * Intel's runtime (its exp 25, on a 2.0 GHz Zen core): the runtimes' exp,
- * which must serve every x (bench/NOTES.md). */
-vec exp_nonpos(vec x)
-{
-    const vec shift = 12582912.0f, sum = fma(x, 1.44269504f, shift), n = sum - shift;
-    const vec r = fma(n, 2.12194440e-4f, fma(n, -0.693359375f, x));
-    vec p = 8.369148709e-3f;
-    p = fma(p, r, 4.191750661e-2f);
-    p = fma(p, r, 1.666650474e-1f);
-    p = fma(p, r, 4.999887049e-1f);
-    p = fma(p, r, 1.0f);
-    p = fma(p, r, 1.000000119f);
-    return select(AS_VEC(AS_INT(p) + (AS_INT(sum) << 23)), (vec)0.0f, x < -86.6f);
-}
+EXP_NONPOS(vec, AS_VEC, AS_INT) /* exp_nonpos.cl */
 
 /* erfc(x) for x >= 0 as t exp(P(t) - x^2), t = 1 / (1 + x / 2), with P the
  * Chebyshev fit of Press et al., Numerical Recipes in C, 2nd ed. (1992),

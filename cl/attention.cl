@@ -186,6 +186,7 @@ typedef CAT(float, QB) qvec; /* one value of each of the work-item's queries */
 typedef CAT(int, QB) qint;
 #define LOADQ(p) CAT(vload, QB)(0, (p))
 #define STOREQ(x, p) CAT(vstore, QB)((x), 0, (p))
+EXP_NONPOS(qvec, CAT(as_float, QB), CAT(as_int, QB)) /* exp_nonpos.cl: every exp below is of a score minus a max */
 /* Keys one pass over DH takes at once, each in its own register: the pass
  * holds QV KB query vectors of sums (scores) or of weights (accumulate), so
  * KB is sized to the device's vector registers (kernel_params.c). The loops
@@ -245,6 +246,10 @@ INLINE void scores(const qrow *qt, const global float *kb, int k_ld, int j0, int
 INLINE void accumulate(qrow *ot, const qvec *corr, qvec (*p)[TK], qint (*valid)[TK], const global float *vb,
                        int v_ld, int j0, int tk)
 {
+    /* once here, not in each pass over DH below: a multiply there is an FMA's slot */
+    for (int d = 0; d < DH; d++)
+        #pragma unroll
+        for (int v = 0; v < QV; v++) ot[d].v[v] *= corr[v];
     for (int jb = 0; jb < tk; jb += KB) {
         const global float *vr[KB];
         qvec pu[QV][KB];
@@ -266,7 +271,7 @@ INLINE void accumulate(qrow *ot, const qvec *corr, qvec (*p)[TK], qint (*valid)[
         for (int d = 0; d < DH; d++) {
             qvec acc[QV];
             #pragma unroll
-            for (int v = 0; v < QV; v++) acc[v] = ot[d].v[v] * (jb == 0 ? corr[v] : (qvec)1.0f);
+            for (int v = 0; v < QV; v++) acc[v] = ot[d].v[v];
             #pragma unroll
             for (int u = 0; u < KB; u++) {
                 const qvec value = (qvec)vr[u][d];
@@ -309,10 +314,10 @@ INLINE void sweep(const qrow *qt, qrow *ot, qvec *m, qvec *l, const global float
             const qvec m_new = fmax(m[v], tile_max);
             /* a lane with no key yet keeps m = -inf: subtract 0 there (exp(-inf - -inf) is NaN) */
             const qvec base = select(m_new, (qvec)0.0f, m_new == (qvec)(-INFINITY));
-            corr[v] = exp(m[v] - base);
+            corr[v] = exp_nonpos(m[v] - base);
             l[v] *= corr[v];
             for (int j = 0; j < tk; j++) {
-                s[v][j] = exp(s[v][j] - base);
+                s[v][j] = exp_nonpos(s[v][j] - base);
                 l[v] += s[v][j];
             }
             m[v] = m_new;

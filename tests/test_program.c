@@ -451,6 +451,53 @@ Test(build, kernel_dir_sources_are_used)
     lf_context_free(ctx);
 }
 
+/* Runs kernel bias_act(y) of activation.cl once on y = {3}; returns y[0]. */
+static float run_bias_act(lf_context *ctx, cl_kernel k)
+{
+    float y = 3.0f;
+    cl_mem buf = NULL;
+    cr_assert_eq(lf__alloc(ctx, sizeof y, "y", &buf), LF_OK);
+    cr_assert_eq(lf__upload(ctx, buf, 0, &y, sizeof y), LF_OK);
+    cr_assert_eq(clSetKernelArg(k, 0, sizeof buf, &buf), CL_SUCCESS);
+    size_t global = 1;
+    cr_assert_eq(lf__launch(ctx, k, "bias_act", 1, &global, NULL, NULL), LF_OK, "%s", lf_context_last_error(ctx));
+    cr_assert_eq(lf__download(ctx, buf, 0, &y, sizeof y), LF_OK);
+    lf__release(&buf);
+    return y;
+}
+
+Test(build, prelude_comes_first_and_keeps_line_numbers)
+{
+    /* activation.cl begins with exp_nonpos.cl: both are read, from the same place. */
+    setenv("LINFORMER_CACHE_DIR", "off", 1);
+    char path[512], prelude[600];
+    snprintf(path, sizeof path, "%s/activation.cl", tmpdir);
+    snprintf(prelude, sizeof prelude, "%s/exp_nonpos.cl", tmpdir);
+    write_text(path, "kernel void bias_act(global float *y) { y[0] = twice(y[0]); }\n");
+    setenv("LINFORMER_KERNEL_DIR", tmpdir, 1);
+    lf_context *ctx = lf_test_context();
+    cl_kernel k = NULL;
+    lf_status st = lf__kernel(ctx, "activation.cl", "", "bias_act", &k);
+    cr_expect_eq(st, LF_ERR_IO, "without its prelude: %s: %s", lf_status_string(st), lf_context_last_error(ctx));
+    cr_expect_neq(strstr(lf_context_last_error(ctx), prelude), NULL, "%s is not named: %s", prelude,
+                  lf_context_last_error(ctx));
+
+    write_text(prelude, "float twice(float x)\n{\n    return 2.0f * x;\n}\n");
+    st = lf__kernel(ctx, "activation.cl", "", "bias_act", &k);
+    cr_assert_eq(st, LF_OK, "%s: %s", lf_status_string(st), lf_context_last_error(ctx));
+    cr_expect_eq(run_bias_act(ctx, k), 6.0f, "the prelude's function did not run");
+
+    /* An error on the file's line 3 is reported on line 3, whatever the prelude's length. */
+    write_text(path, "kernel void bias_act(global float *y)\n{\n    y[0] = lf_no_such_identifier_q7;\n}\n");
+    st = lf__kernel(ctx, "activation.cl", "-DAGAIN", "bias_act", &k);
+    const char *msg = lf_context_last_error(ctx);
+    cr_expect_eq(st, LF_ERR_BUILD, "got %s: %s", lf_status_string(st), msg);
+    cr_expect(strstr(msg, ":3:") && strstr(msg, "lf_no_such_identifier_q7"), "no error on line 3 in: %s", msg);
+    unlink(path), unlink(prelude);
+    unsetenv("LINFORMER_KERNEL_DIR");
+    lf_context_free(ctx);
+}
+
 Test(build, fifo_source_is_refused_without_waiting, .timeout = 60)
 {
     setenv("LINFORMER_CACHE_DIR", "off", 1);

@@ -28,7 +28,7 @@ struct lf_program_entry {
 
 /* ---- Sources: built in, or from LINFORMER_KERNEL_DIR ---- */
 
-static lf_status kernel_source(lf_context *ctx, const char *file, char **text, size_t *size)
+static lf_status read_source(lf_context *ctx, const char *file, char **text, size_t *size)
 {
     const char *dir = getenv("LINFORMER_KERNEL_DIR");
     if (dir && *dir) {
@@ -49,6 +49,38 @@ static lf_status kernel_source(lf_context *ctx, const char *file, char **text, s
         return LF_OK;
     }
     return lf__fail(ctx, LF_ERR_ARGUMENT, "no kernel source named %s in the library", file);
+}
+
+/* Sources that begin with another file: the functions that several programs share. */
+static const struct {
+    const char *file, *prelude;
+} preludes[] = {{"activation.cl", "exp_nonpos.cl"}, {"attention.cl", "exp_nonpos.cl"}};
+
+/* A program's text: its file, after its prelude if it has one. A #line
+ * between them keeps the build log's line numbers those of the file. */
+static lf_status kernel_source(lf_context *ctx, const char *file, char **text, size_t *size)
+{
+    const char *prelude = NULL;
+    for (size_t i = 0; i < sizeof preludes / sizeof preludes[0]; i++)
+        if (strcmp(preludes[i].file, file) == 0) prelude = preludes[i].prelude;
+    LF_TRY(read_source(ctx, file, text, size));
+    if (!prelude) return LF_OK;
+    char *first = NULL;
+    size_t first_size = 0;
+    lf_status st = read_source(ctx, prelude, &first, &first_size);
+    static const char line[] = "\n#line 1\n";
+    char *both = st == LF_OK ? malloc(first_size + sizeof line - 1 + *size + 1) : NULL;
+    if (st == LF_OK && !both) st = lf__fail(ctx, LF_ERR_OUT_OF_MEMORY, "out of host memory for %s", file);
+    if (both) {
+        memcpy(both, first, first_size);
+        memcpy(both + first_size, line, sizeof line - 1);
+        memcpy(both + first_size + sizeof line - 1, *text, *size + 1);
+        *size += first_size + sizeof line - 1;
+    }
+    free(first);
+    free(*text);
+    *text = both;
+    return st;
 }
 
 /* ---- Building ---- */
