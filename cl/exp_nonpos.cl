@@ -4,7 +4,7 @@
  * CPU variant (attention.cl). program.c puts this file before theirs; each
  * defines exp_nonpos for its own vector type with EXP_NONPOS(T, AS_T, AS_I),
  * T a float type and AS_T, AS_I the reinterpretations to it and to its int type.
- * Always inlined: PoCL otherwise calls it from attention's unrolled loops.
+ * Always inlined, as attention.cl's own helpers are (INLINE there).
  *
  * e^x = 2^n e^r: n = x / ln 2 rounded by adding 1.5 * 2^23 (the sum's low
  * bits are then n), r = x - n ln 2 with ln 2 in two parts (Cody and Waite),

@@ -455,13 +455,11 @@ Test(build, kernel_dir_sources_are_used)
 static float run_bias_act(lf_context *ctx, cl_kernel k)
 {
     float y = 3.0f;
-    cl_mem buf = NULL;
-    cr_assert_eq(lf__alloc(ctx, sizeof y, "y", &buf), LF_OK);
-    cr_assert_eq(lf__upload(ctx, buf, 0, &y, sizeof y), LF_OK);
+    cl_mem buf = lf_test_upload(ctx, &y, sizeof y);
     cr_assert_eq(clSetKernelArg(k, 0, sizeof buf, &buf), CL_SUCCESS);
     size_t global = 1;
     cr_assert_eq(lf__launch(ctx, k, "bias_act", 1, &global, NULL, NULL), LF_OK, "%s", lf_context_last_error(ctx));
-    cr_assert_eq(lf__download(ctx, buf, 0, &y, sizeof y), LF_OK);
+    lf_test_download(ctx, buf, &y, 1);
     lf__release(&buf);
     return y;
 }
