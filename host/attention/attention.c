@@ -281,7 +281,7 @@ static lf_status run_locked(lf_attention *L, cl_mem x, cl_mem y, int batch, int 
     if (err != CL_SUCCESS) st = lf__cl_fail(ctx, err, "clEnqueueMarkerWithWaitList");
     lf__event_done(&L->tl, NULL);
     const lf_pass pass = {ctx, &L->plan, &L->w, &L->ws, &L->tl, batch, n, lens, false};
-    if (st == LF_OK && what == RUN_OUTPUT) st = lf__attention_pass(&pass, x, y);
+    if (st == LF_OK && what == RUN_OUTPUT) st = lf__attention_pass(&pass, x, y, 0.0f);
     if (st == LF_OK && what == RUN_HEADS) st = lf__attention_heads(&pass, x);
     if (st == LF_OK && what == RUN_PROBABILITIES) st = lf__attention_probabilities(&pass, x, head);
     free(lens);

@@ -302,15 +302,15 @@ static lf_status attend_gemm(const lf_pass *p, lf_view q, lf_view k, lf_view v, 
     return LF_OK;
 }
 
-/* ---- Stage 4: y = O Wo^T + bo, rows past each length 0 ---- */
+/* ---- Stage 4: y = O Wo^T + bo + beta y, rows past each length 0 ---- */
 
-static lf_status output(const lf_pass *p, cl_mem y)
+static lf_status output(const lf_pass *p, cl_mem y, float beta)
 {
     const lf_plan *pl = p->plan;
     const size_t rows = (size_t)p->batch * p->n, D = pl->cfg.d_model;
     lf_gemm_args g = {.trans_b = true, .m = rows, .n = D, .k = pl->qdim, .alpha = 1.0f,
                       .a = p->ws->buf[LF_WS_ATTENTION], .lda = pl->qdim, .b = p->w->buf[LF_BUF_O], .ldb = pl->qdim,
-                      .c = y, .ldc = D, .seq_rows = p->n, .what = "gemm out"};
+                      .beta = beta, .c = y, .ldc = D, .seq_rows = p->n, .what = "gemm out"};
     LF_TRY(lf__gemm(p->ctx, &g, p->tl));
     const lf_bias_rows_args b = {.y = y, .ld = (int)D, .cols = (int)D, .rows = (int)rows,
                                  .bias = p->w->buf[LF_BUF_B_O], .has_bias = pl->cfg.bias_out,
@@ -346,10 +346,10 @@ lf_status lf__attention_heads(const lf_pass *p, cl_mem x)
                      : attend_gemm(p, queries, keys, values, out, key_count);
 }
 
-lf_status lf__attention_pass(const lf_pass *p, cl_mem x, cl_mem y)
+lf_status lf__attention_pass(const lf_pass *p, cl_mem x, cl_mem y, float beta)
 {
     LF_TRY(lf__attention_heads(p, x));
-    return output(p, y);
+    return output(p, y, beta);
 }
 
 lf_status lf__attention_probabilities(const lf_pass *p, cl_mem x, int head)

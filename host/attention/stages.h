@@ -48,8 +48,12 @@ typedef struct {
 lf_status lf__check_batch(lf_context *ctx, int batch, int n, int max_seq_len, const char *limit,
                           const int32_t *lengths);
 
-/* y = attention(x), x and y [batch, n, d_model] on the device, different buffers. */
-lf_status lf__attention_pass(const lf_pass *p, cl_mem x, cl_mem y);
+/* y = attention(x) + beta y, x and y [batch, n, d_model] on the device; rows
+ * past each length 0. y may be x: the last stage reads only the heads' output.
+ * With beta 1 a model adds the attention into its residual stream in the
+ * output GEMM itself, without a pass that zeroes y first (the host BLAS's
+ * beta-0 GEMMs do one) or a second buffer to add from. */
+lf_status lf__attention_pass(const lf_pass *p, cl_mem x, cl_mem y, float beta);
 
 /* The first three stages: the heads' outputs O [batch, n, heads d_head], before
  * W_O, in ws->buf[LF_WS_ATTENTION]. */

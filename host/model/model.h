@@ -32,7 +32,7 @@ typedef struct {
 } lf_model_spec;
 
 /* The model's activations, besides the attention layers' workspace. */
-typedef enum { LF_A_X, LF_A_H, LF_A_A, LF_A_FF, LF_A_TOKENS, LF_A_IN, LF_A_OUT, LF_A_X2, LF_A_COUNT } lf_act_buf;
+typedef enum { LF_A_X, LF_A_H, LF_A_FF, LF_A_IN, LF_A_OUT, LF_A_X2, LF_A_COUNT } lf_act_buf;
 
 typedef struct {
     lf_plan plan;

@@ -1,10 +1,12 @@
 /*
  * model_forward.c - one forward of a model, all on the device:
  *   in -> X (x copied, or token + positional embeddings) [-> LayerNorm]
- *   per layer, pre-norm:  H = LN1(X); A = attn(H); X += A, H = LN2(X) (one kernel);
- *                         X += act(H W1^T + b1) W2^T + b2 (the GEMM adds into X)
- *              post-norm: A = attn(X); X = LN1(X + A); A = act(X W1^T + b1) W2^T + b2;
- *                         X = LN2(X + A)
+ *   per layer, pre-norm:  H = LN1(X); X += attn(H); H = LN2(X);
+ *                         X += act(H W1^T + b1) W2^T + b2
+ *              post-norm: X += attn(X); X = LN1(X); X += act(X W1^T + b1) W2^T + b2;
+ *                         X = LN2(X)
+ *   Each += is the last GEMM's own (beta 1): no second buffer to add from, and
+ *   no pass of the host BLAS zeroing its output first.
  *   [-> LayerNorm] -> y = X, or logits = X Wh^T + bh (fairseq's masked-LM head first
  *   makes X = LN(act(X Wd^T + bd))); rows past each length 0.
  * A reversible stack (lucidrains) runs pre-norm on two streams, X1 = X and X2,
@@ -35,8 +37,9 @@ static lf_status layernorm(const lf_run *r, cl_mem x, cl_mem res, cl_mem out, cl
     return lf__launch_layernorm(r->m->ctx, &a, &r->m->tl);
 }
 
-/* out = act(in W1^T + b1) W2^T + b2 + beta out. */
-static lf_status feed_forward(const lf_run *r, const lf_model_layer *L, cl_mem in, cl_mem out, float beta)
+/* out += act(in W1^T + b1) W2^T + b2; out may be in (the first GEMM has read
+ * it when the second writes). */
+static lf_status feed_forward(const lf_run *r, const lf_model_layer *L, cl_mem in, cl_mem out)
 {
     lf_model *m = r->m;
     const lf_model_spec *c = &m->cfg;
@@ -49,7 +52,7 @@ static lf_status feed_forward(const lf_run *r, const lf_model_layer *L, cl_mem i
                                  .bias = L->t[LF_L_B1], .has_bias = c->bias_ff1, .glu = c->info.glu,
                                  .act = c->info.activation, .params = &m->params};
     LF_TRY(lf__launch_bias_act(m->ctx, &ba, &m->tl));
-    lf_gemm_args g2 = {.trans_b = true, .m = r->rows, .n = D, .k = F, .alpha = 1.0f, .beta = beta,
+    lf_gemm_args g2 = {.trans_b = true, .m = r->rows, .n = D, .k = F, .alpha = 1.0f, .beta = 1.0f,
                        .a = act(r, LF_A_FF), .lda = F2, .b = L->t[LF_L_W2], .ldb = F, .c = out, .ldc = D,
                        .seq_rows = r->n, .what = "gemm ffn2"};
     LF_TRY(lf__gemm(m->ctx, &g2, &m->tl));
@@ -58,11 +61,12 @@ static lf_status feed_forward(const lf_run *r, const lf_model_layer *L, cl_mem i
     return lf__launch_bias_rows(m->ctx, &b2, &m->tl);
 }
 
-static lf_status attention(const lf_run *r, const lf_model_layer *L, cl_mem in, cl_mem out)
+/* out += attention(in); rows past each length 0. */
+static lf_status add_attention(const lf_run *r, const lf_model_layer *L, cl_mem in, cl_mem out)
 {
     const lf_pass p = {.ctx = r->m->ctx, .plan = &L->plan, .w = &L->w, .ws = &r->m->ws, .tl = &r->m->tl,
                        .batch = r->batch, .n = r->n, .lengths = r->lengths, .lengths_ready = true};
-    return lf__attention_pass(&p, in, out);
+    return lf__attention_pass(&p, in, out, 1.0f);
 }
 
 /* The stream the attention reads and the feed-forward adds into: X, or a
@@ -80,17 +84,17 @@ static lf_status attention_input(const lf_run *r, const lf_model_layer *L, cl_me
 
 static lf_status layer_forward(const lf_run *r, const lf_model_layer *L)
 {
-    cl_mem X = act(r, LF_A_X), H = act(r, LF_A_H), A = act(r, LF_A_A), in;
+    cl_mem X = act(r, LF_A_X), H = act(r, LF_A_H), in;
     const cl_mem *t = L->t;
     LF_TRY(attention_input(r, L, &in));
-    LF_TRY(attention(r, L, in, A));
+    LF_TRY(add_attention(r, L, in, X));
     if (r->m->cfg.info.norm == LF_NORM_PRE) {
-        LF_TRY(layernorm(r, X, A, H, t[LF_L_LN2_G], t[LF_L_LN2_B], true));
-        return feed_forward(r, L, H, second_stream(r), 1.0f);
+        LF_TRY(layernorm(r, X, NULL, H, t[LF_L_LN2_G], t[LF_L_LN2_B], false));
+        return feed_forward(r, L, H, second_stream(r));
     }
-    LF_TRY(layernorm(r, X, A, X, t[LF_L_LN1_G], t[LF_L_LN1_B], false));
-    LF_TRY(feed_forward(r, L, X, A, 0.0f));
-    return layernorm(r, X, A, X, t[LF_L_LN2_G], t[LF_L_LN2_B], false);
+    LF_TRY(layernorm(r, X, NULL, X, t[LF_L_LN1_G], t[LF_L_LN1_B], false));
+    LF_TRY(feed_forward(r, L, X, X));
+    return layernorm(r, X, NULL, X, t[LF_L_LN2_G], t[LF_L_LN2_B], false);
 }
 
 static lf_status copy(const lf_run *r, cl_mem from, cl_mem to, size_t bytes, const char *what)
@@ -189,9 +193,8 @@ static lf_status prepare(const lf_run *r)
     const lf_model_spec *c = &m->cfg;
     const size_t X = r->rows * c->info.d_model * sizeof(float);
     const size_t FF = r->rows * c->info.d_ff * (c->info.glu ? 2 : 1) * sizeof(float);
-    const size_t sizes[3] = {X, X, X};
-    static const char *const what[3] = {"activations X", "activations H", "activations A"};
-    for (int a = LF_A_X; a <= LF_A_A; a++) LF_TRY(lf__reserve(m->ctx, &m->act[a], &m->act_cap[a], sizes[a], what[a]));
+    LF_TRY(lf__reserve(m->ctx, &m->act[LF_A_X], &m->act_cap[LF_A_X], X, "activations X"));
+    LF_TRY(lf__reserve(m->ctx, &m->act[LF_A_H], &m->act_cap[LF_A_H], X, "activations H"));
     LF_TRY(lf__reserve(m->ctx, &m->act[LF_A_FF], &m->act_cap[LF_A_FF], FF, "activations of the feed-forward"));
     if (c->reversible) LF_TRY(lf__reserve(m->ctx, &m->act[LF_A_X2], &m->act_cap[LF_A_X2], X, "activations X2"));
     const size_t lens = (size_t)r->batch * sizeof(int32_t);
