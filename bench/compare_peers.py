@@ -8,7 +8,8 @@ The work (d_model 512, 8 heads, k 256, batch 1): one LinformerSelfAttention at e
 safetensors files for `linformer run`; the ONNX peers run a torch.onnx export of
 the same module (--opset). The peers run on the CPU in f32 with --threads threads;
 `linformer run` runs on each device `linformer devices` lists, with the host GEMMs
-(OpenBLAS) and the CPU runtimes held to --threads as well.
+(OpenBLAS, or MKL where the program takes it: the table's header and the CSV's
+host_blas column name it) and the CPU runtimes held to --threads as well.
 
 Times are per forward, the median of --repeat after --warmup forwards: wall clock
 for the peers; for ours the median device time the program prints (over
@@ -114,8 +115,8 @@ def cpu_slug(name):
 
 def program_env(threads):
     """The environment of `linformer run`: both OpenCL runtimes, every thread pool held to `threads`."""
-    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), DPCPP_CPU_NUM_CUS=str(threads),
-               POCL_MAX_PTHREAD_COUNT=str(threads), POCL_CPU_MAX_CU_COUNT=str(threads))
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
+               DPCPP_CPU_NUM_CUS=str(threads), POCL_MAX_PTHREAD_COUNT=str(threads), POCL_CPU_MAX_CU_COUNT=str(threads))
     vendors = os.path.join(ROOT, "build", "opencl-vendors")
     if "OCL_ICD_VENDORS" not in env and os.path.isdir(vendors):
         env["OCL_ICD_VENDORS"] = vendors
@@ -123,11 +124,13 @@ def program_env(threads):
 
 
 def list_devices(args, env):
-    """(selector, name) of every device `linformer devices` lists, or of those --devices names."""
+    """(selector, name) of every device `linformer devices` lists, or of those --devices names, and the host BLAS
+    that it names."""
     out = subprocess.run([args.linformer, "devices"], capture_output=True, text=True, env=env)
     if out.returncode != 0:
         sys.exit(f"compare_peers: {args.linformer} devices failed:\n{out.stderr}")
     devices, selector = [], None
+    blas = re.search(r"^host BLAS: (.+)$", out.stdout, re.M)
     for line in out.stdout.splitlines():
         head = re.match(r"^(\d+:\d+) ", line)
         if head:
@@ -138,7 +141,7 @@ def list_devices(args, env):
     if args.devices:
         names = dict(devices)
         devices = [(s, names.get(s, s)) for s in args.devices.split(",")]
-    return devices
+    return devices, blas.group(1) if blas else "unknown"
 
 
 # --- the work -------------------------------------------------------------------------------------------------------
@@ -298,17 +301,18 @@ def print_row(row):
           f"| {max_abs:.1e} | {rel:.1e} |", flush=True)
 
 
-def write_csv(path, rows, args, cpu):
+def write_csv(path, rows, args, cpu, host_blas):
     """The rows with the machine and the settings, written to a temporary beside path, then renamed."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path + ".tmp", "w", newline="") as f:
         out = csv.writer(f)
         out.writerow(["cpu", "threads", "repeat", "rounds", "work", "n", "side", "device_ms", "wall_ms", "best_ms",
-                      "vs_openvino", "max_abs_error", "relative_error"])
+                      "vs_openvino", "max_abs_error", "relative_error", "host_blas"])
         for name, n, side, device_ms, wall_ms, best_ms, ratio, max_abs, rel in rows:
             times = ["" if ms is None else f"{ms:.3f}" for ms in (device_ms, wall_ms, best_ms)]
             out.writerow([cpu, args.threads, args.repeat, args.rounds, name, n, side] + times
-                         + ["" if ratio is None else f"{ratio:.3f}", f"{max_abs:.3e}", f"{rel:.3e}"])
+                         + ["" if ratio is None else f"{ratio:.3f}", f"{max_abs:.3e}", f"{rel:.3e}"]
+                         + [host_blas if side.startswith("linformer") else ""])
     os.replace(path + ".tmp", path)
 
 
@@ -316,13 +320,13 @@ def main():
     args = parse_args()
     torch.set_num_threads(args.threads)
     env = program_env(args.threads)
-    devices = list_devices(args, env)
+    devices, host_blas = list_devices(args, env)
     cpu = cpu_name()
     csv_path = args.csv or os.path.join(HERE, "results", cpu_slug(cpu) + "-peers.csv")
     print(f"{cpu}; d_model 512, 8 heads, k 256, batch 1, f32; {args.threads} threads; "
           f"{args.rounds} rounds of the sides in turn, each the median of {args.repeat} after {args.warmup} warm-up; "
           "ms a forward, median over the rounds and the fastest round; x OpenVINO: the median over the rounds of "
-          "the time divided by OpenVINO's in the same round; errors against PyTorch")
+          f"the time divided by OpenVINO's in the same round; errors against PyTorch; ours: host BLAS {host_blas}")
     print("| work | n | side | device ms | wall ms | fastest round | x OpenVINO | max abs error | relative error |\n"
           "|---|---|---|---|---|---|---|---|---|", flush=True)
     rows = []
@@ -330,7 +334,7 @@ def main():
         for row in compare(args, env, devices, name, n, factory):
             print_row(row)
             rows.append(row)
-    write_csv(csv_path, rows, args, cpu)
+    write_csv(csv_path, rows, args, cpu, host_blas)
     print(f"rows written to {csv_path}")
     bad = [r for r in rows if not r[8] <= args.tolerance]
     for name, n, side, *_, rel in bad:

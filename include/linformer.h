@@ -254,8 +254,9 @@ LF_API lf_status lf_context_finish(lf_context *ctx);
  * Every GEMM of a context (projections, Linformer's sequence projections, the
  * GEMM attention path) runs on one backend, chosen at creation:
  *   "clblast": CLBlast's OpenCL kernels on the device;
- *   "host":    the host's BLAS (OpenBLAS) on the buffers mapped into host
- *              memory; a CPU device's buffers already live there.
+ *   "host":    the host's BLAS (OpenBLAS or MKL: lf_context_host_blas) on
+ *              the buffers mapped into host memory; a CPU device's buffers
+ *              already live there.
  * The default is "host" on CPU devices and "clblast" on the others; the
  * environment variable LINFORMER_GEMM=clblast|host overrides it (any other
  * value makes lf_context_create fail with LF_ERR_ARGUMENT). Both backends
@@ -269,6 +270,32 @@ LF_API lf_status lf_context_finish(lf_context *ctx);
  * directory).
  */
 LF_API const char *lf_context_gemm_backend(const lf_context *ctx); /* "clblast", "host"; NULL for NULL */
+
+/*
+ * The BLAS library a host-backend context's GEMMs call: "OpenBLAS", which the
+ * library links, or "MKL", Intel's, loaded at run time. The environment
+ * variable LINFORMER_HOST_BLAS=openblas|mkl chooses when the context is
+ * created; unset or empty, MKL where it loads on an Intel CPU, OpenBLAS
+ * otherwise. Another value makes lf_context_create fail with LF_ERR_ARGUMENT,
+ * and "mkl" where MKL does not load with LF_ERR_UNSUPPORTED, the message
+ * saying why. MKL is the file LINFORMER_MKL names, else libmkl_rt.so.3 as the
+ * dynamic loader finds it; it is loaded once a process and runs its threads
+ * through GNU OpenMP: MKL_NUM_THREADS sets them, and OMP_WAIT_POLICY=passive,
+ * set before the first context, keeps its idle threads from spinning on the
+ * cores the OpenCL kernels run on next (the `linformer` program sets it).
+ * NULL for a CLBlast context, or for NULL.
+ */
+LF_API const char *lf_context_host_blas(const lf_context *ctx);
+
+/*
+ * *name = what lf_context_host_blas would give a host-backend context created
+ * now, loading MKL if that is the choice; with MKL, *version = MKL's own
+ * version string, else NULL (version may be NULL). Fails as lf_context_create
+ * would, with the message in errbuf (may be NULL), on a bad
+ * LINFORMER_HOST_BLAS or an MKL asked for that does not load. Needs no
+ * context; the strings are static.
+ */
+LF_API lf_status lf_host_blas_library(const char **name, const char **version, char *errbuf, size_t errbuf_size);
 
 /*
  * The kernel set the host BLAS (OpenBLAS) runs, as OpenBLAS names it (e.g.

@@ -523,6 +523,7 @@ Test(tool, devices_unmatched_selector_fails)
 Test(tool, devices_names_the_blas_kernels_the_cpu_takes)
 {
     unsetenv("LINFORMER_DEVICE");
+    setenv("LINFORMER_HOST_BLAS", "openblas", 1);
     unsetenv("OPENBLAS_CORETYPE");
     const char *faster = NULL, *core = lf_host_blas_core(&faster);
     char want[128];
@@ -544,6 +545,7 @@ Test(tool, devices_names_the_blas_kernels_the_cpu_takes)
 Test(tool, devices_names_the_blas_thread_timeout)
 {
     unsetenv("LINFORMER_DEVICE");
+    setenv("LINFORMER_HOST_BLAS", "openblas", 1);
     unsetenv("OPENBLAS_THREAD_TIMEOUT");
     int rc = lf_test_run_tool("devices", tool_log, sizeof tool_log);
     cr_expect_eq(rc, 0, "exit %d:\n%s", rc, tool_log);
@@ -555,6 +557,47 @@ Test(tool, devices_names_the_blas_thread_timeout)
     cr_expect_eq(rc, 0, "exit %d:\n%s", rc, tool_log);
     want = "host BLAS idle threads: OPENBLAS_THREAD_TIMEOUT=12\n";
     cr_expect_neq(strstr(tool_log, want), NULL, "the user's value: no \"%s\" in:\n%s", want, tool_log);
+}
+
+/* The host BLAS the program takes: MKL on an Intel CPU where this build has it
+ * beside it (tests/CMakeLists.txt sets LF_TEST_MKL), or when asked for, with
+ * the wait policy of its threads (passive unless the user set one); OpenBLAS
+ * otherwise; and a file that is not MKL, asked for, named as such. */
+Test(tool, devices_names_the_host_blas_and_how_its_threads_wait)
+{
+    unsetenv("LINFORMER_DEVICE");
+    unsetenv("LINFORMER_HOST_BLAS");
+    unsetenv("OMP_WAIT_POLICY");
+    const char *mkl_env = getenv("LF_TEST_MKL");
+    const bool mkl = mkl_env && strcmp(mkl_env, "1") == 0;
+    __builtin_cpu_init();
+    const char *mkl_line = "host BLAS: Intel(R) oneAPI Math Kernel Library";
+    int rc = lf_test_run_tool("devices", tool_log, sizeof tool_log);
+    cr_expect_eq(rc, 0, "exit %d:\n%s", rc, tool_log);
+    if (mkl && __builtin_cpu_is("intel")) {
+        cr_expect_neq(strstr(tool_log, mkl_line), NULL, "an Intel CPU with MKL: no \"%s\" in:\n%s", mkl_line, tool_log);
+        cr_expect_neq(strstr(tool_log, "host BLAS idle threads: OMP_WAIT_POLICY=passive\n"), NULL, "%s", tool_log);
+    } else {
+        cr_expect_neq(strstr(tool_log, "host BLAS: OpenBLAS, "), NULL, "%s", tool_log);
+    }
+    if (mkl) { /* asked for, on any CPU; the user's wait policy is kept */
+        setenv("LINFORMER_HOST_BLAS", "mkl", 1);
+        setenv("OMP_WAIT_POLICY", "active", 1);
+        rc = lf_test_run_tool("devices", tool_log, sizeof tool_log);
+        unsetenv("OMP_WAIT_POLICY");
+        cr_expect_eq(rc, 0, "exit %d:\n%s", rc, tool_log);
+        cr_expect_neq(strstr(tool_log, mkl_line), NULL, "LINFORMER_HOST_BLAS=mkl: no \"%s\" in:\n%s", mkl_line,
+                      tool_log);
+        cr_expect_neq(strstr(tool_log, "host BLAS idle threads: OMP_WAIT_POLICY=active\n"), NULL, "%s", tool_log);
+    }
+    setenv("LINFORMER_HOST_BLAS", "mkl", 1);
+    setenv("LINFORMER_MKL", "libm.so.6", 1);
+    rc = lf_test_run_tool("devices", tool_log, sizeof tool_log);
+    unsetenv("LINFORMER_MKL");
+    unsetenv("LINFORMER_HOST_BLAS");
+    cr_expect_neq(strstr(tool_log, "host BLAS: none: LINFORMER_HOST_BLAS is \"mkl\", but MKL did not load: "
+                                   "libm.so.6 is not MKL's single dynamic library"),
+                  NULL, "%s", tool_log);
 }
 
 Test(tool, devices_help)

@@ -1,5 +1,6 @@
-/* test_gemm.c - each GEMM backend (CLBlast, the host BLAS) against a
- * double-precision triple loop: odd shapes, offsets, transposes, batches. */
+/* test_gemm.c - each GEMM backend (CLBlast, the host BLAS on each of its
+ * libraries) against a double-precision triple loop: odd shapes, offsets,
+ * transposes, batches. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,17 +9,34 @@
 #include "helpers.h"
 #include "blas.h"
 
-static const char *const backends[] = {"clblast", "host"};
+/* The GEMM backends, the host one once on each host BLAS library. */
+static const struct {
+    const char *name, *gemm, *blas, *blas_name; /* blas: LINFORMER_HOST_BLAS; blas_name: what the context says */
+} backends[] = {{"clblast", "clblast", NULL, NULL},
+                {"host (OpenBLAS)", "host", "openblas", "OpenBLAS"},
+                {"host (MKL)", "host", "mkl", "MKL"}};
 #define FOR_EACH_BACKEND(ctx)                                                       \
-    for (size_t be_ = 0; be_ < 2; be_++)                                            \
-        for (lf_context *ctx = backend_context(backends[be_]); ctx; lf_context_free(ctx), ctx = NULL)
+    for (size_t be_ = 0; be_ < sizeof backends / sizeof backends[0]; be_++)         \
+        for (lf_context *ctx = backend_context(be_); ctx; lf_context_free(ctx), ctx = NULL)
 
-/* A context on the default device whose GEMMs run on `backend`. */
-static lf_context *backend_context(const char *backend)
+/* Whether this build has MKL beside it, so that it must load (tests/CMakeLists.txt). */
+static bool with_mkl(void)
 {
-    cr_assert_eq(setenv("LINFORMER_GEMM", backend, 1), 0);
+    const char *v = getenv("LF_TEST_MKL");
+    return v && strcmp(v, "1") == 0;
+}
+
+/* A context on the default device whose GEMMs run on backends[i]; NULL for
+ * MKL where this build has none. */
+static lf_context *backend_context(size_t i)
+{
+    if (backends[i].blas && strcmp(backends[i].blas, "mkl") == 0 && !with_mkl()) return NULL;
+    cr_assert_eq(setenv("LINFORMER_GEMM", backends[i].gemm, 1), 0);
+    if (backends[i].blas) cr_assert_eq(setenv("LINFORMER_HOST_BLAS", backends[i].blas, 1), 0);
     lf_context *ctx = lf_test_context();
-    cr_assert_str_eq(lf_context_gemm_backend(ctx), backend);
+    cr_assert_str_eq(lf_context_gemm_backend(ctx), backends[i].gemm);
+    if (backends[i].blas) cr_assert_str_eq(lf_context_host_blas(ctx), backends[i].blas_name);
+    else cr_assert_null(lf_context_host_blas(ctx));
     return ctx;
 }
 
@@ -221,7 +239,7 @@ Test(gemm, operands_share_a_buffer)
                 ref[i * n + j] = acc;
             }
         double e = lf_test_rel_err(out, ref, n * n);
-        cr_expect_lt(e, 1e-5, "%s: relative error %.3g", backends[be_], e);
+        cr_expect_lt(e, 1e-5, "%s: relative error %.3g", backends[be_].name, e);
         lf__release(&qk);
         lf__release(&s);
     }
@@ -238,17 +256,17 @@ Test(gemm, too_small_c_is_a_blas_error)
                           .c = c, .ldc = 16};
         lf_status st = lf__gemm(ctx, &g, NULL);
         const char *msg = lf_context_last_error(ctx);
-        cr_expect_eq(st, LF_ERR_BLAS, "%s: got %s: %s", backends[be_], lf_status_string(st), msg);
+        cr_expect_eq(st, LF_ERR_BLAS, "%s: got %s: %s", backends[be_].name, lf_status_string(st), msg);
         cr_expect(strstr(msg, "InsufficientMemoryC") || strstr(msg, "buffer of C"),
-                  "%s: the message does not name C: %s", backends[be_], msg);
+                  "%s: the message does not name C: %s", backends[be_].name, msg);
 
         /* A leading dimension below the row length is refused too. */
         g.c = a;
         g.ldc = 8;
         st = lf__gemm(ctx, &g, NULL);
         msg = lf_context_last_error(ctx);
-        cr_expect_eq(st, LF_ERR_BLAS, "%s: got %s", backends[be_], lf_status_string(st));
-        cr_expect(strstr(msg, "LeadDimC") || strstr(msg, "leading dimensions"), "%s: %s", backends[be_], msg);
+        cr_expect_eq(st, LF_ERR_BLAS, "%s: got %s", backends[be_].name, lf_status_string(st));
+        cr_expect(strstr(msg, "LeadDimC") || strstr(msg, "leading dimensions"), "%s: %s", backends[be_].name, msg);
 
         /* An empty GEMM does nothing and succeeds. */
         g.m = 0;
@@ -271,13 +289,69 @@ Test(gemm, unknown_backend_is_refused)
     lf_context_free(ctx);
 }
 
+/* LINFORMER_HOST_BLAS chooses the host backend's library: a value that names
+ * none, and an MKL that does not load, are refused with a message that says
+ * which and why, and the context is not made. */
+Test(gemm, host_blas_is_chosen_or_refused_by_name)
+{
+    cr_assert_eq(setenv("LINFORMER_GEMM", "host", 1), 0);
+    const struct {
+        const char *blas, *mkl, *says;
+        lf_status st;
+    } bad[] = {{"atlas", NULL, "LINFORMER_HOST_BLAS is \"atlas\"", LF_ERR_ARGUMENT},
+               {"MKL", NULL, "LINFORMER_HOST_BLAS is \"MKL\"", LF_ERR_ARGUMENT},
+               {"mkl", "/no/such/libmkl_rt.so.3", "/no/such/libmkl_rt.so.3", LF_ERR_UNSUPPORTED}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cr_assert_eq(setenv("LINFORMER_HOST_BLAS", bad[i].blas, 1), 0);
+        if (bad[i].mkl) cr_assert_eq(setenv("LINFORMER_MKL", bad[i].mkl, 1), 0);
+        lf_context *ctx = NULL;
+        char msg[1024] = "";
+        lf_status st = lf_context_create(NULL, &ctx, msg, sizeof msg);
+        cr_expect_eq(st, bad[i].st, "%s: got %s", bad[i].blas, lf_status_string(st));
+        cr_expect_null(ctx);
+        cr_expect_neq(strstr(msg, bad[i].says), NULL, "%s: no \"%s\" in: %s", bad[i].blas, bad[i].says, msg);
+        const char *name = "unset", *version = "unset";
+        msg[0] = '\0';
+        cr_expect_eq(lf_host_blas_library(&name, &version, msg, sizeof msg), bad[i].st);
+        cr_expect_neq(strstr(msg, bad[i].says), NULL, "lf_host_blas_library: %s", msg);
+        lf_context_free(ctx);
+    }
+    /* OpenBLAS, asked for, whatever MKL did */
+    cr_assert_eq(setenv("LINFORMER_HOST_BLAS", "openblas", 1), 0);
+    lf_context *ctx = lf_test_context();
+    cr_expect_str_eq(lf_context_host_blas(ctx), "OpenBLAS");
+    const char *name = NULL, *version = "unset";
+    cr_expect_eq(lf_host_blas_library(&name, &version, NULL, 0), LF_OK);
+    cr_expect_str_eq(name, "OpenBLAS");
+    cr_expect_null(version);
+    cr_expect_eq(lf_host_blas_library(NULL, NULL, NULL, 0), LF_ERR_ARGUMENT);
+    cr_expect_null(lf_context_host_blas(NULL));
+    lf_context_free(ctx);
+}
+
+/* MKL where this build has it: the context and lf_host_blas_library name it,
+ * with MKL's own version string. */
+Test(gemm, mkl_is_named_with_its_version)
+{
+    if (!with_mkl()) cr_skip_test("this build has no MKL beside it");
+    cr_assert_eq(setenv("LINFORMER_GEMM", "host", 1), 0);
+    cr_assert_eq(setenv("LINFORMER_HOST_BLAS", "mkl", 1), 0);
+    lf_context *ctx = lf_test_context();
+    cr_expect_str_eq(lf_context_host_blas(ctx), "MKL");
+    const char *name = NULL, *version = NULL;
+    cr_expect_eq(lf_host_blas_library(&name, &version, NULL, 0), LF_OK);
+    cr_expect_str_eq(name, "MKL");
+    cr_expect(version && strstr(version, "Math Kernel Library"), "version: %s", version ? version : "NULL");
+    lf_context_free(ctx);
+}
+
 Test(gemm, rate_of_each_backend)
 {
     FOR_EACH_BACKEND(ctx) {
         double gflops = -1;
         lf_status st = lf_gemm_rate(ctx, 67, 45, 33, &gflops);
-        cr_expect_eq(st, LF_OK, "%s: %s", backends[be_], lf_context_last_error(ctx));
-        cr_expect_gt(gflops, 0.0, "%s: %g GFLOP/s", backends[be_], gflops);
+        cr_expect_eq(st, LF_OK, "%s: %s", backends[be_].name, lf_context_last_error(ctx));
+        cr_expect_gt(gflops, 0.0, "%s: %g GFLOP/s", backends[be_].name, gflops);
         cr_expect_eq(lf_gemm_rate(ctx, 0, 4, 4, &gflops), LF_ERR_ARGUMENT);
         cr_expect_neq(strstr(lf_context_last_error(ctx), "positive"), NULL, "%s", lf_context_last_error(ctx));
         cr_expect_eq(lf_gemm_rate(ctx, 4, 4, 4, NULL), LF_ERR_ARGUMENT);
@@ -314,7 +388,7 @@ Test(gemm, tune_stores_and_applies_and_ignores_a_bad_entry, .timeout = 1200)
     char dir[64];
     lf_test_make_dir(dir, "tune");
     cr_assert_eq(setenv("LINFORMER_CACHE_DIR", dir, 1), 0);
-    lf_context *ctx = backend_context("clblast");
+    lf_context *ctx = backend_context(0) /* clblast */;
     lf_status st = lf_gemm_tune(ctx, 0.5, count_line, NULL);
     cr_assert_eq(st, LF_OK, "%s: %s", lf_status_string(st), lf_context_last_error(ctx));
     cr_expect_gt(lines_logged, 3);
@@ -327,7 +401,7 @@ Test(gemm, tune_stores_and_applies_and_ignores_a_bad_entry, .timeout = 1200)
     gemm_case small = {.tb = true, .m = 19, .n = 23, .k = 17, .alpha = 1, .lda = 17, .ldb = 17, .ldc = 23};
     gemm_case large = {.tb = true, .m = 300, .n = 129, .k = 70, .alpha = 1, .beta = 0.5f, .a_off = 3,
                        .lda = 70, .ldb = 71, .ldc = 130, .c_off = 1};
-    ctx = backend_context("clblast");
+    ctx = backend_context(0) /* clblast */;
     run_gemm(ctx, &small);
     run_gemm(ctx, &large);
     lf_context_free(ctx);
@@ -338,13 +412,13 @@ Test(gemm, tune_stores_and_applies_and_ignores_a_bad_entry, .timeout = 1200)
     cr_assert_eq(fseek(f, -4, SEEK_END), 0);
     cr_assert_eq(fwrite("zzzz", 1, 4, f), 4);
     fclose(f);
-    ctx = backend_context("clblast");
+    ctx = backend_context(0) /* clblast */;
     run_gemm(ctx, &large);
     lf_context_free(ctx);
 
     /* Without a cache there is nowhere to keep the result. */
     cr_assert_eq(setenv("LINFORMER_CACHE_DIR", "off", 1), 0);
-    ctx = backend_context("clblast");
+    ctx = backend_context(0) /* clblast */;
     cr_expect_eq(lf_gemm_tune(ctx, 0.5, NULL, NULL), LF_ERR_IO);
     cr_expect_neq(strstr(lf_context_last_error(ctx), "LINFORMER_CACHE_DIR"), NULL, "%s", lf_context_last_error(ctx));
     lf_context_free(ctx);

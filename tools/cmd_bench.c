@@ -116,9 +116,12 @@ static void print_yardsticks(const bench_device *devs, size_t ndev)
     for (size_t d = 0; d < ndev; d++) {
         double gflops = 0, gbps = 0;
         const char *backend = lf_context_gemm_backend(devs[d].ctx);
-        char kernels[64] = ""; /* the host BLAS's kernel set, where it runs the GEMMs */
-        if (strcmp(backend, "host") == 0)
+        char kernels[64] = ""; /* the host BLAS, where it runs the GEMMs */
+        const char *blas = lf_context_host_blas(devs[d].ctx);
+        if (blas && strcmp(blas, "OpenBLAS") == 0)
             snprintf(kernels, sizeof kernels, "; OpenBLAS's %s kernels", lf_host_blas_core(NULL));
+        else if (blas)
+            snprintf(kernels, sizeof kernels, "; %s", blas);
         if (lf_gemm_rate(devs[d].ctx, 1024, 1024, 1024, &gflops) == LF_OK)
             printf("device %s GEMM rate: %.1f GFLOP/s (%s SGEMM 1024 x 1024 x 1024, median of 5%s)\n", devs[d].sel,
                    gflops, backend, kernels);

@@ -78,10 +78,20 @@ int cmd_devices(int argc, char **argv)
     }
     for (size_t i = 0; i < count; i++)
         print_device(&devs[i], i == def ? "(default)" : "");
-    printf("\nhost BLAS: OpenBLAS, %s kernels\n", lf_host_blas_core(NULL));
-    const char *timeout = getenv(LF_THREAD_TIMEOUT_VAR); /* as OpenBLAS read it when it loaded */
-    printf("host BLAS idle threads: " LF_THREAD_TIMEOUT_VAR "=%s\n",
-           timeout && *timeout ? timeout : "unset (OpenBLAS's default)");
+    const char *blas = NULL, *mkl = NULL;
+    if (lf_host_blas_library(&blas, &mkl, msg, sizeof msg) != LF_OK)
+        printf("\nhost BLAS: none: %s\n", msg);
+    else if (mkl)
+        printf("\nhost BLAS: %s\n", mkl);
+    else
+        printf("\nhost BLAS: OpenBLAS, %s kernels\n", lf_host_blas_core(NULL));
+    const char *timeout = getenv(LF_THREAD_TIMEOUT_VAR), *policy = getenv(LF_WAIT_POLICY_VAR);
+    if (mkl)
+        printf("host BLAS idle threads: " LF_WAIT_POLICY_VAR "=%s\n",
+               policy && *policy ? policy : "unset (GNU OpenMP's default)");
+    else
+        printf("host BLAS idle threads: " LF_THREAD_TIMEOUT_VAR "=%s\n", /* as OpenBLAS read it when it loaded */
+               timeout && *timeout ? timeout : "unset (OpenBLAS's default)");
     if (sel && *sel) {
         printf("\nselector \"%s\" picks %u:%u %s\n", sel, devs[pick].platform_index,
                devs[pick].device_index, devs[pick].device_name);

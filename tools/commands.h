@@ -14,4 +14,9 @@ int cmd_tune(int argc, char **argv);
 #define LF_THREAD_TIMEOUT_VAR "OPENBLAS_THREAD_TIMEOUT"
 #define LF_THREAD_TIMEOUT "4"
 
+/* How MKL's GNU OpenMP threads wait when idle: libgomp reads it as it loads,
+ * with MKL, at the first context (main.c sets it unless the user did). */
+#define LF_WAIT_POLICY_VAR "OMP_WAIT_POLICY"
+#define LF_WAIT_POLICY "passive"
+
 #endif

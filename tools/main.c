@@ -69,6 +69,12 @@ static void take_the_host_blas_settings(char **argv)
 int main(int argc, char **argv)
 {
     take_the_host_blas_settings(argv);
+    /* MKL, where it is the host BLAS, loads GNU OpenMP with it at the first
+     * context: its idle threads then sleep instead of spinning on the cores
+     * where the OpenCL runtime's threads run the kernels between GEMMs (the
+     * 12-layer model's LayerNorm and attention 20-45% slower: bench/NOTES.md). */
+    const char *policy = getenv(LF_WAIT_POLICY_VAR);
+    if (!policy || !*policy) setenv(LF_WAIT_POLICY_VAR, LF_WAIT_POLICY, 1);
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -23,6 +23,7 @@ static lf_status gemm_init(lf_context *ctx, char *errbuf, size_t errbuf_size)
         return lf__fail_buf(errbuf, errbuf_size, LF_ERR_ARGUMENT,
                             "LINFORMER_GEMM is \"%s\": use \"clblast\" or \"host\"", env);
     }
+    if (ctx->gemm == LF_GEMM_HOST) LF_TRY(lf__host_blas_pick(&ctx->host_blas, errbuf, errbuf_size));
     lf__tune_apply(ctx);
     return LF_OK;
 }
@@ -31,6 +32,11 @@ const char *lf_context_gemm_backend(const lf_context *ctx)
 {
     if (!ctx) return NULL;
     return ctx->gemm == LF_GEMM_HOST ? "host" : "clblast";
+}
+
+const char *lf_context_host_blas(const lf_context *ctx)
+{
+    return ctx && ctx->gemm == LF_GEMM_HOST ? ctx->host_blas->name : NULL;
 }
 
 /* Adds the GEMM backend to a context just opened; frees it on failure. */

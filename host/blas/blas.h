@@ -8,6 +8,8 @@
 
 #include "runtime.h"
 
+#include <cblas.h>
+
 /* ---- GEMM through CLBlast or the host's BLAS (gemm.c) ---- */
 /* Row-major C = alpha op(A) op(B) + beta C, `batch` times with the given
  * strides (in elements) between the matrices of the batch. */
@@ -31,6 +33,20 @@ lf_status lf__gemm(lf_context *ctx, const lf_gemm_args *g, lf_timeline *t);
 /* lf_gemm_rate without the lock and the argument checks, with the median of
  * `repeat` (1 to 5) timed runs (for the tuner). */
 lf_status lf__gemm_rate(lf_context *ctx, size_t m, size_t n, size_t k, int repeat, double *gflops);
+
+/* ---- The host BLAS library (host_blas.c) ---- */
+/* A BLAS library's name and its cblas_sgemm (OpenBLAS's and MKL's take the
+ * same arguments). */
+typedef __typeof__(cblas_sgemm) lf_sgemm_fn;
+struct lf_host_blas {
+    const char *name; /* "OpenBLAS", "MKL" */
+    lf_sgemm_fn *sgemm;
+};
+/* The host backend's BLAS: OpenBLAS, or MKL (LINFORMER_HOST_BLAS; on an Intel
+ * CPU MKL where it loads), for the life of the process. Fails, with the
+ * message in errbuf (may be NULL), on a bad LINFORMER_HOST_BLAS or a "mkl"
+ * that cannot be loaded. */
+lf_status lf__host_blas_pick(const lf_host_blas **out, char *errbuf, size_t errbuf_size);
 
 /* ---- Tuned CLBlast parameters (tune.c) ---- */
 /* Applies this device's stored parameters, if any; a bad entry is ignored. */

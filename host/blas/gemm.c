@@ -158,13 +158,13 @@ static lf_status unmap_all(lf_context *ctx, lf_mapping *maps, int count, lf_time
     return first == CL_SUCCESS ? LF_OK : lf__cl_fail(ctx, first, "clEnqueueUnmapMemObject");
 }
 
-static void host_sgemm(const lf_gemm_args *g, const float *a, const float *b, float *c)
+static void host_sgemm(const lf_context *ctx, const lf_gemm_args *g, const float *a, const float *b, float *c)
 {
     const enum CBLAS_TRANSPOSE ta = g->trans_a ? CblasTrans : CblasNoTrans;
     const enum CBLAS_TRANSPOSE tb = g->trans_b ? CblasTrans : CblasNoTrans;
     const size_t batch = g->batch > 1 ? g->batch : 1;
     for (size_t i = 0; i < batch; i++)
-        cblas_sgemm(CblasRowMajor, ta, tb, (int)g->m, (int)g->n, (int)g->k, g->alpha, a + i * g->a_stride,
+        ctx->host_blas->sgemm(CblasRowMajor, ta, tb, (int)g->m, (int)g->n, (int)g->k, g->alpha, a + i * g->a_stride,
                     (int)g->lda, b + i * g->b_stride, (int)g->ldb, g->beta, c + i * g->c_stride, (int)g->ldc);
 }
 
@@ -212,7 +212,7 @@ static lf_status gemm_host(lf_context *ctx, const lf_gemm_args *g, lf_timeline *
         if (err != CL_SUCCESS) maps[i].ptr = NULL;
     }
     if (err == CL_SUCCESS)
-        host_sgemm(g, host_ptr(maps, count, g->a, g->a_off), host_ptr(maps, count, g->b, g->b_off),
+        host_sgemm(ctx, g, host_ptr(maps, count, g->a, g->a_off), host_ptr(maps, count, g->b, g->b_off),
                    host_ptr(maps, count, g->c, g->c_off));
     lf_status st = unmap_all(ctx, maps, count, t, g->what ? g->what : "gemm");
     if (err != CL_SUCCESS)

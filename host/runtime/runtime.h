@@ -23,6 +23,8 @@ typedef struct lf_program_entry lf_program_entry;
 /* Where GEMMs run (blas/gemm.c), a field of the context: CLBlast on the
  * device, or the host's BLAS. */
 typedef enum { LF_GEMM_CLBLAST, LF_GEMM_HOST } lf_gemm_backend;
+/* The host backend's BLAS library (blas/blas.h). */
+typedef struct lf_host_blas lf_host_blas;
 
 struct lf_context {
     cl_platform_id platform;
@@ -31,6 +33,7 @@ struct lf_context {
     cl_command_queue queue;
     bool profiling;          /* the queue records profiling events */
     lf_gemm_backend gemm;    /* chosen at creation (LINFORMER_GEMM) */
+    const lf_host_blas *host_blas; /* with the host backend (LINFORMER_HOST_BLAS) */
     bool own;                /* cl and queue were opened here, not handed in by the host */
     lf_device_info info;
     lf_program_entry *programs; /* built programs of this context, by source and options */
