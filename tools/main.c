@@ -72,7 +72,7 @@ int main(int argc, char **argv)
     /* MKL, where it is the host BLAS, loads GNU OpenMP with it at the first
      * context: its idle threads then sleep instead of spinning on the cores
      * where the OpenCL runtime's threads run the kernels between GEMMs (the
-     * 12-layer model's LayerNorm and attention 20-45% slower: bench/NOTES.md). */
+     * 12-layer model's LayerNorm and attention 20-48% slower: bench/NOTES.md). */
     const char *policy = getenv(LF_WAIT_POLICY_VAR);
     if (!policy || !*policy) setenv(LF_WAIT_POLICY_VAR, LF_WAIT_POLICY, 1);
     if (argc < 2) {
