@@ -106,6 +106,7 @@ FUNCTIONS = {
     "lf_norm_name": (c_char_p, [c_int]),
     "lf_norm_parse": (status, [c_char_p, P(c_int)]),
     "lf_host_blas_core": (c_char_p, [P(c_char_p)]),
+    "lf_host_blas_library": (status, [P(c_char_p), P(c_char_p), c_char_p, c_size_t]),
 }
 
 

@@ -8,7 +8,7 @@ import pytest
 from safetensors.numpy import load_file
 
 import linformer_cl
-from conftest import DATA, fixture_files, relative_error
+from conftest import DATA, ROOT, fixture_files, relative_error
 
 FILES = fixture_files()
 PLAIN = os.path.join(DATA, "pytorch", "plain.model.safetensors")
@@ -92,6 +92,31 @@ def test_importing_sets_the_blas_thread_timeout_unless_set():
         run_env = env if given is None else dict(env, OPENBLAS_THREAD_TIMEOUT=given)
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=run_env)
         assert r.returncode == 0 and r.stdout.strip() == want and not r.stderr, (given, r.stdout, r.stderr)
+
+
+def test_host_blas_library_is_chosen_or_refused_by_name():
+    """host_blas_library() names the host BLAS LINFORMER_HOST_BLAS asks for, with MKL's version where it runs,
+    and raises the library's error, naming the value, for a name it does not know or an MKL that does not
+    load. Each case in a process of its own: MKL is loaded once a process."""
+    code = ("import linformer_cl\ntry: print(*linformer_cl.host_blas_library(), sep='|')\n"
+            "except linformer_cl.Error as e: print(type(e).__name__, e, sep='|')")
+    env = {k: v for k, v in os.environ.items() if k not in ("LINFORMER_HOST_BLAS", "LINFORMER_MKL")}
+
+    def run(**extra):
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(env, **extra))
+        assert r.returncode == 0 and not r.stderr, r.stderr
+        return r.stdout.strip().split("|")
+
+    assert run(LINFORMER_HOST_BLAS="openblas") == ["OpenBLAS", "None"]
+    kind, message = run(LINFORMER_HOST_BLAS="atlas")
+    assert kind == "ArgumentError" and '"atlas"' in message, message
+    kind, message = run(LINFORMER_HOST_BLAS="mkl", LINFORMER_MKL="/no/such/libmkl_rt.so.3")
+    assert kind == "UnsupportedError" and "/no/such/libmkl_rt.so.3" in message, message
+    mkl = os.path.join(ROOT, "build", "mkl", "libmkl_rt.so.3")  # scripts/install-mkl.sh
+    if not os.path.exists(mkl):
+        pytest.skip("no MKL in build/mkl (LINFORMER_SKIP_MKL=1)")
+    name, version = run(LINFORMER_HOST_BLAS="mkl", LINFORMER_MKL=mkl)
+    assert name == "MKL" and "Math Kernel Library" in version, version
 
 
 def test_host_blas_names_kernels_that_the_advice_selects():
