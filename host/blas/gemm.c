@@ -164,8 +164,9 @@ static void host_sgemm(const lf_context *ctx, const lf_gemm_args *g, const float
     const enum CBLAS_TRANSPOSE tb = g->trans_b ? CblasTrans : CblasNoTrans;
     const size_t batch = g->batch > 1 ? g->batch : 1;
     for (size_t i = 0; i < batch; i++)
-        ctx->host_blas->sgemm(CblasRowMajor, ta, tb, (int)g->m, (int)g->n, (int)g->k, g->alpha, a + i * g->a_stride,
-                    (int)g->lda, b + i * g->b_stride, (int)g->ldb, g->beta, c + i * g->c_stride, (int)g->ldc);
+        ctx->host_blas->sgemm(CblasRowMajor, ta, tb, (int)g->m, (int)g->n, (int)g->k, g->alpha,
+                              a + i * g->a_stride, (int)g->lda, b + i * g->b_stride, (int)g->ldb, g->beta,
+                              c + i * g->c_stride, (int)g->ldc);
 }
 
 /* What CLBlast checks before it runs, so both backends refuse the same calls. */

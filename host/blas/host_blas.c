@@ -3,13 +3,14 @@
  * which the library links, or Intel's MKL, loaded when first asked for.
  *
  * LINFORMER_HOST_BLAS=openblas|mkl chooses; unset or empty, MKL where it
- * loads on an Intel CPU (its SGEMM runs 10-20% faster than OpenBLAS's there:
- * bench/NOTES.md, item 33), OpenBLAS otherwise. MKL is the file LINFORMER_MKL
+ * loads on an Intel CPU (its SGEMM ran the model's shapes 7-22% faster than
+ * OpenBLAS's on an AVX-512 Xeon: bench/NOTES.md, item 33), OpenBLAS otherwise. MKL is the file LINFORMER_MKL
  * names, else libmkl_rt.so.3 on the dynamic loader's path (the build tree's
  * run path holds build/mkl, where scripts/install-mkl.sh puts it).
  *
  * MKL runs its threads through GNU OpenMP (libgomp, which it loads with it):
- * the one threading layer whose runtime every machine here has. libgomp reads
+ * of its threading layers, the one whose runtime comes with the compiler
+ * rather than as another package (Intel's OpenMP, TBB). libgomp reads
  * OMP_WAIT_POLICY as it loads, and its idle threads spin by default on the
  * cores where the OpenCL runtime's kernels run next: the program sets
  * `passive` before its first context (tools/main.c), as it does OpenBLAS's
