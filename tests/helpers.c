@@ -56,11 +56,15 @@ double lf_test_rel_err_f(const float *out, const float *ref, size_t count)
     return e;
 }
 
-bool lf_test_tiny(void)
+static bool env_is_one(const char *name)
 {
-    const char *v = getenv("LF_TEST_TINY");
+    const char *v = getenv(name);
     return v && strcmp(v, "1") == 0;
 }
+
+bool lf_test_tiny(void) { return env_is_one("LF_TEST_TINY"); }
+
+bool lf_test_with_mkl(void) { return env_is_one("LF_TEST_MKL"); }
 
 lf_context *lf_test_context(void)
 {

@@ -47,6 +47,10 @@ float *lf_test_random(size_t count, uint64_t *state, float lo, float hi);
  * times slower than a CPU device. */
 bool lf_test_tiny(void);
 
+/* Whether LF_TEST_MKL=1 says this build has MKL beside it, so that it must
+ * load (tests/CMakeLists.txt sets it where build/mkl exists). */
+bool lf_test_with_mkl(void);
+
 /* Opens the default device (LINFORMER_DEVICE applies); fails the test if none. */
 lf_context *lf_test_context(void);
 

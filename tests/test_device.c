@@ -568,8 +568,7 @@ Test(tool, devices_names_the_host_blas_and_how_its_threads_wait)
     unsetenv("LINFORMER_DEVICE");
     unsetenv("LINFORMER_HOST_BLAS");
     unsetenv("OMP_WAIT_POLICY");
-    const char *mkl_env = getenv("LF_TEST_MKL");
-    const bool mkl = mkl_env && strcmp(mkl_env, "1") == 0;
+    const bool mkl = lf_test_with_mkl();
     __builtin_cpu_init();
     const char *mkl_line = "host BLAS: Intel(R) oneAPI Math Kernel Library";
     int rc = lf_test_run_tool("devices", tool_log, sizeof tool_log);

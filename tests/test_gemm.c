@@ -19,18 +19,11 @@ static const struct {
     for (size_t be_ = 0; be_ < sizeof backends / sizeof backends[0]; be_++)         \
         for (lf_context *ctx = backend_context(be_); ctx; lf_context_free(ctx), ctx = NULL)
 
-/* Whether this build has MKL beside it, so that it must load (tests/CMakeLists.txt). */
-static bool with_mkl(void)
-{
-    const char *v = getenv("LF_TEST_MKL");
-    return v && strcmp(v, "1") == 0;
-}
-
 /* A context on the default device whose GEMMs run on backends[i]; NULL for
  * MKL where this build has none. */
 static lf_context *backend_context(size_t i)
 {
-    if (backends[i].blas && strcmp(backends[i].blas, "mkl") == 0 && !with_mkl()) return NULL;
+    if (backends[i].blas && strcmp(backends[i].blas, "mkl") == 0 && !lf_test_with_mkl()) return NULL;
     cr_assert_eq(setenv("LINFORMER_GEMM", backends[i].gemm, 1), 0);
     if (backends[i].blas) cr_assert_eq(setenv("LINFORMER_HOST_BLAS", backends[i].blas, 1), 0);
     lf_context *ctx = lf_test_context();
@@ -333,7 +326,7 @@ Test(gemm, host_blas_is_chosen_or_refused_by_name)
  * with MKL's own version string. */
 Test(gemm, mkl_is_named_with_its_version)
 {
-    if (!with_mkl()) cr_skip_test("this build has no MKL beside it");
+    if (!lf_test_with_mkl()) cr_skip_test("this build has no MKL beside it");
     cr_assert_eq(setenv("LINFORMER_GEMM", "host", 1), 0);
     cr_assert_eq(setenv("LINFORMER_HOST_BLAS", "mkl", 1), 0);
     lf_context *ctx = lf_test_context();

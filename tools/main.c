@@ -52,9 +52,17 @@ static int finish(int status)
  *    median forward 7-35% slower on PoCL: bench/NOTES.md); with 4 they sleep
  *    after 2^4 cycles and the next GEMM wakes them.
  * A value the user set is kept, whatever it says; without /proc the program
- * goes on with the settings it has. */
+ * goes on with the settings it has.
+ * MKL, where it is the host BLAS, loads GNU OpenMP with it at the first
+ * context, after main has begun: OMP_WAIT_POLICY=passive, set here unless the
+ * user did, needs no restart. Its idle threads then sleep instead of spinning
+ * on the cores where the OpenCL runtime's threads run the kernels between
+ * GEMMs (the 12-layer model's LayerNorm and attention 20-48% slower:
+ * bench/NOTES.md). */
 static void take_the_host_blas_settings(char **argv)
 {
+    const char *policy = getenv(LF_WAIT_POLICY_VAR);
+    if (!policy || !*policy) setenv(LF_WAIT_POLICY_VAR, LF_WAIT_POLICY, 1);
     const char *faster = NULL, *timeout = getenv(LF_THREAD_TIMEOUT_VAR);
     lf_host_blas_core(&faster);
     const bool set_core = faster != NULL, set_timeout = !timeout || !*timeout;
@@ -69,12 +77,6 @@ static void take_the_host_blas_settings(char **argv)
 int main(int argc, char **argv)
 {
     take_the_host_blas_settings(argv);
-    /* MKL, where it is the host BLAS, loads GNU OpenMP with it at the first
-     * context: its idle threads then sleep instead of spinning on the cores
-     * where the OpenCL runtime's threads run the kernels between GEMMs (the
-     * 12-layer model's LayerNorm and attention 20-48% slower: bench/NOTES.md). */
-    const char *policy = getenv(LF_WAIT_POLICY_VAR);
-    if (!policy || !*policy) setenv(LF_WAIT_POLICY_VAR, LF_WAIT_POLICY, 1);
     if (argc < 2) {
         usage(stderr);
         return 2;
