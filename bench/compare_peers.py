@@ -6,7 +6,8 @@ The work (d_model 512, 8 heads, k 256, batch 1): one LinformerSelfAttention at e
 --n, and lucidrains' 12-layer Linformer (its GELU feed-forward of width 2048) at
 --model-n. Each module gets random weights and one random input, saved as
 safetensors files for `linformer run`; the ONNX peers run a torch.onnx export of
-the same module (--opset). The peers run on the CPU in f32 with --threads threads;
+the same module (--opset). The peers run on the CPU in f32 with --threads threads
+(PyTorch on the GPU with --torch-device cuda, the peer of a GPU run);
 `linformer run` runs on each device `linformer devices` lists, with the host GEMMs
 (OpenBLAS, or MKL where the program takes it: the table's header and the CSV's
 host_blas column name it) and the CPU runtimes held to --threads as well.
@@ -25,20 +26,23 @@ minute. A row gives the median over the rounds, the fastest round, and the
 median over the rounds of its time divided by OpenVINO's in the same round.
 --peers chooses the peers that run beside ours (OpenVINO alone, say, for many
 rounds against it in less time); without PyTorch among them, one untimed
-PyTorch forward still gives the reference output. Every output is checked
+PyTorch forward still gives the reference output. ONNX Runtime and OpenVINO are
+imported only when they run. Every output is checked
 against PyTorch's: the largest absolute difference and the relative error
 ||y - y_torch|| / ||y_torch||; a relative error above --tolerance makes the
 run exit 1 after the table is printed.
 
 The table goes to stdout, the rows to a CSV (--csv, default
 bench/results/CPU-peers.csv, CPU being this machine's processor). Needs the
-environment of scripts/install-peers.sh:
+environment of scripts/install-peers.sh (or any Python with torch, safetensors and linformer, for
+the peers left out):
 
     build/peers-env/bin/python bench/compare_peers.py                  # the whole comparison
     build/peers-env/bin/python bench/compare_peers.py --n 300 --model-n 300 --repeat 1 --csv build/peers-smoke.csv
 """
 import argparse
 import csv
+import importlib
 import os
 import re
 import statistics
@@ -50,8 +54,6 @@ import warnings
 
 try:
     import numpy as np
-    import onnxruntime
-    import openvino
     import torch
     from linformer import Linformer, LinformerSelfAttention
     from safetensors.torch import load_file, save_file
@@ -68,7 +70,7 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", choices=["layer", "linformer12", "all"], default="all", help="the work to run")
     p.add_argument("--n", default="4096,16384", help="the layer's sequence lengths, comma-separated")
-    p.add_argument("--model-n", type=int, default=4096, help="the 12-layer model's sequence length")
+    p.add_argument("--model-n", default="4096", help="the 12-layer model's sequence lengths, comma-separated")
     p.add_argument("--repeat", type=int, default=5, help="timed forwards on every side")
     p.add_argument("--warmup", type=int, default=1, help="untimed forwards before them")
     p.add_argument("--rounds", type=int, default=3, help="turns every side takes, one after the other")
@@ -78,22 +80,28 @@ def parse_args():
     p.add_argument("--peers", default=",".join(PEERS),
                    help="the peers timed beside ours, comma-separated from " + ", ".join(PEERS) + " (default: all)")
     p.add_argument("--devices", help="OpenCL device selectors, comma-separated (default: every device listed)")
+    p.add_argument("--torch-device", default="cpu", help="where PyTorch runs: cpu, or cuda (a GPU's peer)")
     p.add_argument("--no-wall", action="store_true", help="skip the runs that give our wall time")
     p.add_argument("--linformer", default=os.path.join(ROOT, "build", "linformer"), help="the program")
     p.add_argument("--csv", help="where the rows go (default bench/results/CPU-peers.csv)")
     args = p.parse_args()
-    if args.repeat < 1 or args.rounds < 1 or args.warmup < 0 or args.threads < 1 or args.model_n < 1:
-        p.error("--repeat, --rounds, --threads and --model-n are at least 1, --warmup at least 0")
-    try:
-        args.n = [int(v) for v in args.n.split(",")]
-    except ValueError:
-        p.error(f"--n is a comma-separated list of sequence lengths, got \"{args.n}\"")
-    if min(args.n) < 1:
-        p.error("every --n is at least 1")
+    if args.repeat < 1 or args.rounds < 1 or args.warmup < 0 or args.threads < 1:
+        p.error("--repeat, --rounds and --threads are at least 1, --warmup at least 0")
+    for option in ("n", "model_n"):
+        text = getattr(args, option)
+        try:
+            lengths = [int(v) for v in text.split(",")]
+        except ValueError:
+            p.error(f"--{option.replace('_', '-')} is a comma-separated list of sequence lengths, got \"{text}\"")
+        if min(lengths) < 1:
+            p.error(f"every --{option.replace('_', '-')} is at least 1")
+        setattr(args, option, lengths)
     args.peers = args.peers.split(",") if args.peers else []
     unknown = [peer for peer in args.peers if peer not in PEERS]
     if unknown or len(set(args.peers)) != len(args.peers):
         p.error(f"--peers takes each of {', '.join(PEERS)} at most once, got \"{','.join(args.peers)}\"")
+    if args.torch_device not in ("cpu", "cuda") or (args.torch_device == "cuda" and not torch.cuda.is_available()):
+        p.error(f"--torch-device is cpu, or cuda where PyTorch sees a GPU; got \"{args.torch_device}\"")
     if not os.access(args.linformer, os.X_OK):
         p.error(f"--linformer {args.linformer}: no such program (build it with scripts/setup.sh)")
     return args
@@ -140,8 +148,17 @@ def list_devices(args, env):
             devices.append((selector, PLATFORM_NAMES.get(platform.split(" (")[0], platform.split(" (")[0])))
     if args.devices:
         names = dict(devices)
-        devices = [(s, names.get(s, s)) for s in args.devices.split(",")]
+        devices = [(s, names.get(picked_device(args, env, s), s)) for s in args.devices.split(",")]
     return devices, blas.group(1) if blas else "unknown"
+
+
+def picked_device(args, env, selector):
+    """The platform:device that a selector (gpu, cpu, 0:1, ...) picks, from `linformer devices --device`."""
+    out = subprocess.run([args.linformer, "devices", "--device", selector], capture_output=True, text=True, env=env)
+    picked = re.search(r"^selector .* picks (\d+:\d+) ", out.stdout, re.M)
+    if out.returncode != 0 or not picked:
+        sys.exit(f"compare_peers: --devices {selector}: {out.stderr.strip() or 'no device picked'}")
+    return picked.group(1)
 
 
 # --- the work -------------------------------------------------------------------------------------------------------
@@ -154,8 +171,9 @@ def make_work(args):
             work.append(("LinformerSelfAttention", n, lambda n=n: LinformerSelfAttention(dim=512, seq_len=n, k=256,
                                                                                        heads=8)))
     if args.model in ("linformer12", "all"):
-        n = args.model_n
-        work.append(("Linformer, 12 layers", n, lambda: Linformer(dim=512, seq_len=n, depth=12, k=256, heads=8)))
+        for n in args.model_n:
+            work.append(("Linformer, 12 layers", n, lambda n=n: Linformer(dim=512, seq_len=n, depth=12, k=256,
+                                                                        heads=8)))
     return work
 
 
@@ -172,14 +190,34 @@ def median_ms(forward, x, args):
 
 
 def pytorch_side(module, args):
+    """PyTorch's forward on --torch-device; on a GPU, timed up to the end of its kernels, without the copies."""
+    device = torch.device(args.torch_device)
+    module = module.to(device)
+    done = torch.cuda.synchronize if device.type == "cuda" else lambda: None
+
+    def run(v):
+        y = module(v)
+        done()
+        return y
+
     def forward(x):
         with torch.no_grad():
-            ms, y = median_ms(module, torch.from_numpy(x), args)
-        return None, ms, y.numpy()
+            ms, y = median_ms(run, torch.from_numpy(x).to(device), args)
+        return None, ms, y.cpu().numpy()
     return forward
 
 
+def peer_name(peer, args):
+    """A peer's name and version, as the table shows it; PyTorch's with the GPU it runs on."""
+    if peer == "pytorch":
+        name = "PyTorch " + torch.__version__.split("a")[0]
+        return name + f" on {torch.cuda.get_device_name()}" if args.torch_device == "cuda" else name
+    version = importlib.import_module(peer).__version__
+    return f"ONNX Runtime {version}" if peer == "onnxruntime" else f"OpenVINO {version.split('-')[0]}"
+
+
 def onnxruntime_side(path, args):
+    import onnxruntime
     opts = onnxruntime.SessionOptions()
     opts.intra_op_num_threads, opts.inter_op_num_threads = args.threads, 1
     session = onnxruntime.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
@@ -187,6 +225,7 @@ def onnxruntime_side(path, args):
 
 
 def openvino_side(path, args):
+    import openvino
     config = {"INFERENCE_NUM_THREADS": args.threads, "INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY"}
     request = openvino.Core().compile_model(path, "CPU", config).create_infer_request()
     return lambda x: (None,) + median_ms(lambda v: request.infer({0: v})[0].copy(), x, args)
@@ -229,11 +268,13 @@ def errors(y, y_torch):
 
 # --- one module through every side ----------------------------------------------------------------------------------
 
-def save_inputs(module, x, folder, opset):
-    """The files every side reads: weights and input as safetensors, the module as ONNX."""
+def save_inputs(module, x, folder, opset, onnx):
+    """The files the sides read: weights and input as safetensors, and, when onnx, the module as ONNX."""
     state = {key: value.contiguous() for key, value in module.state_dict().items()}
     save_file(state, os.path.join(folder, "model.safetensors"), metadata={"heads": "8"})
     save_file({"x": torch.from_numpy(x)}, os.path.join(folder, "x.safetensors"))
+    if not onnx:
+        return None
     path = os.path.join(folder, "model.onnx")
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", torch.jit.TracerWarning)  # the module's shape asserts, fixed by the trace
@@ -254,13 +295,10 @@ def compare(args, env, devices, name, n, factory):
     module = factory().eval()
     x = torch.randn(1, n, 512).numpy()
     with tempfile.TemporaryDirectory() as folder:
-        onnx_path = save_inputs(module, x, folder, args.opset)
-        openvino_name = f"OpenVINO {openvino.__version__.split('-')[0]}"
-        torch_name = "PyTorch " + torch.__version__.split("a")[0]
-        peers = {"pytorch": (torch_name, lambda: pytorch_side(module, args)),
-                 "onnxruntime": (f"ONNX Runtime {onnxruntime.__version__}", lambda: onnxruntime_side(onnx_path, args)),
-                 "openvino": (openvino_name, lambda: openvino_side(onnx_path, args))}
-        sides = [(peers[peer][0], peers[peer][1]()) for peer in PEERS if peer in args.peers]
+        onnx_path = save_inputs(module, x, folder, args.opset, {"onnxruntime", "openvino"} & set(args.peers))
+        start = {"pytorch": lambda: pytorch_side(module, args), "onnxruntime": lambda: onnxruntime_side(onnx_path, args),
+                 "openvino": lambda: openvino_side(onnx_path, args)}
+        sides = [(peer_name(peer, args), start[peer]()) for peer in PEERS if peer in args.peers]
         sides += [(f"linformer, {device} ({selector})", lambda x, s=selector: run_ours(args, env, folder, s))
                   for selector, device in devices]
         times = {side: [] for side, _ in sides}  # per side, per round: (device ms, wall ms)
@@ -270,11 +308,11 @@ def compare(args, env, devices, name, n, factory):
                 device_ms, wall_ms, outputs[side] = forward(x)
                 times[side].append((device_ms, wall_ms))
     if "pytorch" in args.peers:
-        y_torch = outputs[torch_name]
+        y_torch = outputs[peer_name("pytorch", args)]
     else:  # the reference without its times: one forward
         with torch.no_grad():
             y_torch = module(torch.from_numpy(x)).numpy()
-    openvino_ms = [w for _, w in times[openvino_name]] if openvino_name in times else None
+    openvino_ms = [w for _, w in times[peer_name("openvino", args)]] if "openvino" in args.peers else None
     rows = []
     for side, _ in sides:
         devices_ms, walls_ms = zip(*times[side])

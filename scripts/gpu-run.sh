@@ -3,15 +3,20 @@
 # driver and nothing else, each step time-boxed so one hang cannot eat the
 # machine's time, everything logged into OUTDIR:
 #   0. the machine: glibc, the driver (nvidia-smi), the OpenCL .icd files; when
-#      there are none, the driver's library (libnvidia-opencl.so.1) is searched
-#      for and named with LINFORMER_ICD
+#      there are none, or none of them gives the selector a device (an image may
+#      carry a pocl.icd without PoCL), the driver's library
+#      (libnvidia-opencl.so.1) is searched for and named with LINFORMER_ICD
 #   1. linformer devices, and which device the selector picks
 #   2. the bundle's test suite on that device (run-tests.sh, one log per test)
 #   3. linformer bench over n x k, d_model 512, 8 heads: DEVICE.csv, DEVICE.json,
 #      DEVICE.png named after the device (without gnuplot on the machine, the
 #      plot's data and script: summary.txt says how to draw it)
-#   4. with LF_GPU_TUNE=1 and a `linformer tune` command: tune, and step 3 again
-#      into DEVICE-tuned.*
+#   4. with LF_GPU_PEERS=1: bench/compare_peers.py beside this script, the same
+#      lucidrains modules (the layer and the 12-layer model) through `linformer
+#      run` on the device and through PyTorch on the GPU (CUDA), outputs checked
+#      against PyTorch's: DEVICE-peers.csv (needs a Python with torch,
+#      safetensors and linformer: LF_GPU_PYTHON)
+#   5. with LF_GPU_TUNE=1: `linformer tune`, and step 3 again into DEVICE-tuned.*
 # summary.txt has one line per step; the exit status is non-zero if a step failed.
 #
 # usage: scripts/gpu-run.sh BUNDLE OUTDIR
@@ -22,14 +27,21 @@
 #   LF_GPU_N          bench sequence lengths [512..65536]
 #   LF_GPU_K          bench compressed lengths [128,256]
 #   LF_GPU_TESTS      tests to run, space-separated (test_device or device) [all]
-#   LF_GPU_DEVICES_S, LF_GPU_TESTS_S, LF_GPU_TEST_S, LF_GPU_BENCH_S, LF_GPU_TUNE_S
-#                     time boxes in seconds: devices [30], the test suite [150],
-#                     one test [60], one bench sweep [150], tune [120]
+#   LF_GPU_PYTHON     the Python of step 4 [python3]
+#   LF_GPU_TORCH_DEVICE  where step 4's PyTorch runs [cuda]
+#   LF_GPU_PEERS_N, LF_GPU_PEERS_MODEL_N
+#                     step 4's sequence lengths: the layer's [4096,16384], the
+#                     12-layer model's [4096,16384]
+#   LF_GPU_DEVICES_S, LF_GPU_TESTS_S, LF_GPU_TEST_S, LF_GPU_BENCH_S, LF_GPU_PEERS_S,
+#   LF_GPU_TUNE_S     time boxes in seconds: devices [30], the test suite [150],
+#                     one test [60], one bench sweep [150], the peers [240],
+#                     tune [120: it searches for 30 s less]
 set -eu
 if [ $# -ne 2 ]; then
     sed -n '/^# usage:/,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
     exit 2
 fi
+root=$(cd "$(dirname "$0")/.." && pwd)
 bundle=$(cd "$1" && pwd)
 [ -x "$bundle/bin/linformer" ] || { echo "gpu-run: $1 is not a bundle (scripts/bundle.sh)" >&2; exit 2; }
 mkdir -p "$2"
@@ -78,13 +90,13 @@ vendors() {
 } >"$out/machine.txt" 2>&1
 if [ -n "${LINFORMER_ICD-}" ]; then
     note "driver: LINFORMER_ICD=$LINFORMER_ICD"
-elif lf_system_icds; then
+elif lf_system_icds && "$tool" devices --device "$LINFORMER_DEVICE" >/dev/null 2>&1; then
     note "driver: the system's .icd files: $(vendors)"
 elif lib=$(lf_system_lib "${LF_GPU_DRIVER:-libnvidia-opencl.so.1}"); then
     export LINFORMER_ICD="$lib"
-    note "driver: no .icd file; found $lib (LINFORMER_ICD)"
+    note "driver: no .icd file with a \"$LINFORMER_DEVICE\" device; found $lib (LINFORMER_ICD)"
 else
-    note "driver: no .icd file and no ${LF_GPU_DRIVER:-libnvidia-opencl.so.1} found; the steps below fail"
+    note "driver: no .icd file with a \"$LINFORMER_DEVICE\" device and no ${LF_GPU_DRIVER:-libnvidia-opencl.so.1} found; the steps below fail"
 fi
 
 # ---- 1. devices ----
@@ -125,15 +137,21 @@ bench_sweep() {
 }
 bench_sweep ""
 
-# ---- 4. tuning, when asked for and there ----
+# ---- 4. the peers, when asked for ----
+if [ "${LF_GPU_PEERS:-0}" = 1 ]; then
+    step peers "${LF_GPU_PEERS_S:-240}" "$out/$slug-peers.log" env PYTHONUNBUFFERED=1 \
+        "${LF_GPU_PYTHON:-python3}" "$root/bench/compare_peers.py" --linformer "$tool" --peers pytorch \
+        --torch-device "${LF_GPU_TORCH_DEVICE:-cuda}" --devices "$LINFORMER_DEVICE" --n "${LF_GPU_PEERS_N:-4096,16384}" \
+        --model-n "${LF_GPU_PEERS_MODEL_N:-4096,16384}" --rounds 2 --repeat 3 --no-wall --csv "$out/$slug-peers.csv"
+    [ "$step_rc" = 0 ] || status=1
+fi
+
+# ---- 5. tuning, when asked for ----
 if [ "${LF_GPU_TUNE:-0}" = 1 ]; then
-    if "$tool" tune --help >/dev/null 2>&1; then
-        step tune "${LF_GPU_TUNE_S:-120}" "$out/tune.log" "$tool" tune --device "$LINFORMER_DEVICE"
-        [ "$step_rc" = 0 ] || status=1
-        bench_sweep -tuned
-    else
-        note "tune: this build has no tune command"
-    fi
+    tune_s=${LF_GPU_TUNE_S:-120}
+    step tune "$tune_s" "$out/tune.log" "$tool" tune --device "$LINFORMER_DEVICE" --seconds "$((tune_s > 60 ? tune_s - 30 : tune_s / 2))"
+    [ "$step_rc" = 0 ] || status=1
+    bench_sweep -tuned
 fi
 note "done: $( [ $status = 0 ] && echo no step failed || echo A STEP FAILED ); logs in $out"
 exit $status

@@ -53,7 +53,9 @@ static size_t span(size_t off, size_t rows, size_t ld, size_t stride, size_t bat
     return off + (b - 1) * stride + rows * ld;
 }
 
-static void run_gemm(lf_context *ctx, const gemm_case *g)
+/* Runs g through lf__gemm, or, with a limit, through lf__gemm_limited (in
+ * pieces where its operands reach past `limit` elements), against the loop. */
+static void run_gemm_limited(lf_context *ctx, const gemm_case *g, size_t limit)
 {
     const size_t batch = g->batch > 1 ? g->batch : 1;
     const size_t a_rows = g->ta ? g->k : g->m, b_rows = g->tb ? g->n : g->k;
@@ -92,9 +94,10 @@ static void run_gemm(lf_context *ctx, const gemm_case *g)
                          .c = dc, .c_off = g->c_off, .ldc = g->ldc, .c_stride = g->c_stride,
                          .batch = g->batch};
     lf_timeline tl = {0};
-    lf_status st = lf__gemm(ctx, &args, &tl);
+    lf_status st = limit ? lf__gemm_limited(ctx, &args, &tl, limit) : lf__gemm(ctx, &args, &tl);
     cr_assert_eq(st, LF_OK, "%s: %s", lf_status_string(st), lf_context_last_error(ctx));
-    cr_expect_eq(tl.count, 1, "the GEMM's event was not recorded");
+    if (limit) cr_expect_gt(tl.count, 1, "GEMM %zux%zux%zu past %zu elements ran in one piece", g->m, g->n, g->k, limit);
+    else cr_expect_eq(tl.count, 1, "the GEMM's event was not recorded");
     cr_assert_eq(lf__download(ctx, dc, 0, c, nc * sizeof(float)), LF_OK);
     lf__timeline_reset(&tl);
 
@@ -134,6 +137,11 @@ static void run_gemm(lf_context *ctx, const gemm_case *g)
     free(b);
     free(c0);
     free(c);
+}
+
+static void run_gemm(lf_context *ctx, const gemm_case *g)
+{
+    run_gemm_limited(ctx, g, 0);
 }
 
 TestSuite(gemm, .timeout = 600);
@@ -236,6 +244,42 @@ Test(gemm, operands_share_a_buffer)
         lf__release(&qk);
         lf__release(&s);
     }
+}
+
+/* CLBlast indexes with 32-bit ints, so a GEMM whose operands reach past its
+ * limit runs in pieces on sub-buffers (gemm.c). Here the limit is 2048
+ * elements, and each case's longest operand is 2-4 times that, at offsets
+ * past it: the batch halved, C's rows, C's columns with a long transposed B,
+ * the inner dimension with a long transposed A or a long B (the second half
+ * adding into C, beta 0 and not). */
+Test(gemm, clblast_past_its_index_limit_runs_in_pieces)
+{
+    const size_t limit = 2048;
+    lf_context *ctx = backend_context(0);
+    const gemm_case cases[] = {
+        {.m = 40, .n = 33, .k = 17, .alpha = 1, .a_off = 3, .lda = 19, .a_stride = 40 * 19 + 1, .b_off = 2,
+         .ldb = 33, .b_stride = 17 * 33, .c_off = 700, .ldc = 35, .c_stride = 40 * 35 + 9, .batch = 5},
+        {.tb = true, .m = 97, .n = 61, .k = 13, .alpha = 0.5f, .beta = 0.25f, .a_off = 1, .lda = 13, .ldb = 14,
+         .c_off = 2500, .ldc = 64},
+        {.ta = true, .m = 20, .n = 9, .k = 150, .alpha = 1, .lda = 23, .b_off = 7, .ldb = 9, .ldc = 9},
+        {.ta = true, .m = 20, .n = 9, .k = 150, .alpha = -1, .beta = 0.75f, .a_off = 3000, .lda = 23, .ldb = 9,
+         .ldc = 11},
+        {.tb = true, .m = 6, .n = 120, .k = 30, .alpha = 1, .lda = 30, .ldb = 31, .b_off = 2100, .ldc = 120},
+        {.m = 8, .n = 40, .k = 100, .alpha = 1, .beta = 0.5f, .lda = 100, .ldb = 41, .ldc = 40},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_gemm_limited(ctx, &cases[i], limit);
+
+    /* no piece fits under a limit below the device's alignment: an error, and the context still works */
+    cl_mem a, c;
+    cr_assert_eq(lf__alloc(ctx, 64 * sizeof(float), "A", &a), LF_OK);
+    cr_assert_eq(lf__alloc(ctx, 64 * sizeof(float), "C", &c), LF_OK);
+    const lf_gemm_args g = {.m = 4, .n = 4, .k = 4, .alpha = 1, .a = a, .lda = 4, .b = a, .ldb = 4, .c = c, .ldc = 4};
+    cr_assert_eq(lf__gemm_limited(ctx, &g, NULL, 1), LF_ERR_UNSUPPORTED);
+    cr_expect(strstr(lf_context_last_error(ctx), "32-bit indices"), "%s", lf_context_last_error(ctx));
+    lf__release(&a);
+    lf__release(&c);
+    run_gemm(ctx, &cases[1]);
+    lf_context_free(ctx);
 }
 
 Test(gemm, too_small_c_is_a_blas_error)

@@ -30,6 +30,9 @@ typedef struct {
     const char *what; /* stage name in profiles; NULL = "gemm" */
 } lf_gemm_args;
 lf_status lf__gemm(lf_context *ctx, const lf_gemm_args *g, lf_timeline *t);
+/* lf__gemm with CLBlast's index limit (gemm.c) lowered to `limit` elements,
+ * so that tests reach its pieces at small sizes. */
+lf_status lf__gemm_limited(lf_context *ctx, const lf_gemm_args *g, lf_timeline *t, size_t limit);
 /* lf_gemm_rate without the lock and the argument checks, with the median of
  * `repeat` (1 to 5) timed runs (for the tuner). */
 lf_status lf__gemm_rate(lf_context *ctx, size_t m, size_t n, size_t k, int repeat, double *gflops);

@@ -38,6 +38,24 @@ static const char *clblast_status_name(CLBlastStatusCode s)
     }
 }
 
+/* Elements from the first to one past the last of a batch of rows x cols
+ * matrices with leading dimension ld, `stride` apart. */
+static size_t span(size_t rows, size_t cols, size_t ld, size_t stride, size_t batch)
+{
+    return (batch - 1) * stride + (rows - 1) * ld + cols;
+}
+
+/* The spans of A, B and C from their offsets, as stored (transposed or not). */
+static void extents(const lf_gemm_args *g, size_t ext[3])
+{
+    const size_t batch = g->batch > 1 ? g->batch : 1;
+    ext[0] = span(g->trans_a ? g->k : g->m, g->trans_a ? g->m : g->k, g->lda, g->a_stride, batch);
+    ext[1] = span(g->trans_b ? g->n : g->k, g->trans_b ? g->k : g->n, g->ldb, g->b_stride, batch);
+    ext[2] = span(g->m, g->n, g->ldc, g->c_stride, batch);
+}
+
+/* ---- CLBlast backend ---- */
+
 /* CLBlast 1.5's strided-batched GEMM uses a row-major B that is not
  * transposed in place, without its padding copy, where B's rows are packed
  * (ldb = n) and its tiles divide the sizes; it then reads B from the buffer's
@@ -75,6 +93,7 @@ static CLBlastStatusCode strided_batched(lf_context *ctx, const lf_gemm_args *g,
                                       lf__event(t));
 }
 
+/* One CLBlast call, its event recorded under the GEMM's name. */
 static lf_status gemm_clblast(lf_context *ctx, const lf_gemm_args *g, lf_timeline *t)
 {
     const CLBlastTranspose ta = g->trans_a ? CLBlastTransposeYes : CLBlastTransposeNo;
@@ -100,7 +119,81 @@ static lf_status gemm_clblast(lf_context *ctx, const lf_gemm_args *g, lf_timelin
         return lf__fail(ctx, st, "CLBlast GEMM %zux%zux%zu (batch %zu) failed: %s (%d)", g->m, g->n,
                         g->k, g->batch, clblast_status_name(s), (int)s);
     }
+    lf__event_done(t, g->what ? g->what : "gemm");
     return LF_OK;
+}
+
+/* CLBlast's kernels take offsets and compute indices (offset + batch x stride
+ * + row x ld + column, and the same in its padded temporaries) in 32-bit
+ * ints: a GEMM reaching past 2^31 elements of a buffer reads and writes
+ * elsewhere. On a GPU a dense layer at n 32768, whose 8 heads' scores are
+ * 2^33 floats, lost the context. A GEMM whose operands reach past `limit`
+ * elements (2^30 by default, leaving room for the padding) runs in pieces,
+ * each on sub-buffers that begin at the device's alignment just before its
+ * operands. A piece halves the batch, else what makes the longest operand
+ * long: C's rows, then its columns; A's rows or its inner dimension; B's
+ * columns or its inner dimension (the second half of an inner dimension adds
+ * into C with beta 1). */
+#define LF_CLBLAST_LIMIT ((size_t)1 << 30)
+
+/* Sub-buffers over A, B and C from the device's alignment at or before each
+ * offset, so that the offsets CLBlast is given are small. */
+static lf_status gemm_rebased(lf_context *ctx, const lf_gemm_args *g, lf_timeline *t, size_t align)
+{
+    lf_gemm_args r = *g;
+    cl_mem *mem[3] = {&r.a, &r.b, &r.c}, sub[3] = {NULL, NULL, NULL};
+    size_t *off[3] = {&r.a_off, &r.b_off, &r.c_off};
+    lf_status st = LF_OK;
+    for (int i = 0; i < 3 && st == LF_OK; i++) {
+        /* to the buffer's end, as CLBlast checks sizes as if each last row were whole */
+        size_t bytes = 0;
+        clGetMemObjectInfo(*mem[i], CL_MEM_SIZE, sizeof bytes, &bytes, NULL);
+        const size_t origin = *off[i] / align * align * sizeof(float);
+        const cl_buffer_region region = {origin, bytes > origin ? bytes - origin : 0};
+        cl_int err = CL_SUCCESS;
+        sub[i] = clCreateSubBuffer(*mem[i], 0, CL_BUFFER_CREATE_TYPE_REGION, &region, &err);
+        if (err != CL_SUCCESS) {
+            sub[i] = NULL;
+            st = lf__cl_fail(ctx, err, "clCreateSubBuffer (a piece of a GEMM past CLBlast's 32-bit indices)");
+        } else {
+            *mem[i] = sub[i], *off[i] -= origin / sizeof(float);
+        }
+    }
+    if (st == LF_OK) st = gemm_clblast(ctx, &r, t);
+    for (int i = 0; i < 3; i++) lf__release(&sub[i]); /* the queued GEMM holds them until it has run */
+    return st;
+}
+
+static lf_status gemm_pieces(lf_context *ctx, const lf_gemm_args *g, lf_timeline *t, size_t limit)
+{
+    size_t ext[3];
+    extents(g, ext);
+    if (g->a_off + ext[0] <= limit && g->b_off + ext[1] <= limit && g->c_off + ext[2] <= limit)
+        return gemm_clblast(ctx, g, t);
+    cl_uint bits = 0;
+    clGetDeviceInfo(ctx->device, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof bits, &bits, NULL);
+    const size_t align = bits >= 8 * sizeof(float) ? bits / (8 * sizeof(float)) : 1;
+    const bool long_a = ext[0] + align > limit, long_b = ext[1] + align > limit, long_c = ext[2] + align > limit;
+    if (!long_a && !long_b && !long_c) return gemm_rebased(ctx, g, t, align);
+    lf_gemm_args x = *g, y = *g; /* the two halves */
+    if (g->batch > 1) {
+        x.batch = g->batch / 2, y.batch = g->batch - x.batch;
+        y.a_off += x.batch * g->a_stride, y.b_off += x.batch * g->b_stride, y.c_off += x.batch * g->c_stride;
+    } else if (g->m > 1 && (long_c || (long_a && !g->trans_a))) { /* rows of C and op(A) */
+        x.m = g->m / 2, y.m = g->m - x.m;
+        y.a_off += x.m * (g->trans_a ? 1 : g->lda), y.c_off += x.m * g->ldc;
+    } else if (g->n > 1 && (long_c || (long_b && g->trans_b))) { /* columns of C and op(B) */
+        x.n = g->n / 2, y.n = g->n - x.n;
+        y.b_off += x.n * (g->trans_b ? g->ldb : 1), y.c_off += x.n;
+    } else if (g->k > 1 && (long_a || long_b)) { /* the inner dimension: y adds into x's C */
+        x.k = g->k / 2, y.k = g->k - x.k, y.beta = 1.0f;
+        y.a_off += x.k * (g->trans_a ? g->lda : 1), y.b_off += x.k * (g->trans_b ? 1 : g->ldb);
+    } else {
+        return lf__fail(ctx, LF_ERR_UNSUPPORTED, "CLBlast GEMM %zux%zux%zu: no piece of it fits CLBlast's 32-bit "
+                        "indices (%zu elements, aligned to %zu)", g->m, g->n, g->k, limit, align);
+    }
+    LF_TRY(gemm_pieces(ctx, &x, t, limit));
+    return gemm_pieces(ctx, &y, t, limit);
 }
 
 /* ---- Host backend ---- */
@@ -114,13 +207,6 @@ typedef struct {
     bool write;
     float *ptr;
 } lf_mapping;
-
-/* Elements from the first to one past the last of a batch of rows x cols
- * matrices with leading dimension ld, `stride` apart. */
-static size_t span(size_t rows, size_t cols, size_t ld, size_t stride, size_t batch)
-{
-    return (batch - 1) * stride + (rows - 1) * ld + cols;
-}
 
 static void add_range(lf_mapping *maps, int *count, cl_mem mem, size_t lo, size_t hi, bool write)
 {
@@ -195,14 +281,13 @@ static lf_status gemm_host(lf_context *ctx, const lf_gemm_args *g, lf_timeline *
     if (g->m > big || g->n > big || g->k > big || g->lda > big || g->ldb > big || g->ldc > big)
         return lf__fail(ctx, LF_ERR_UNSUPPORTED, "host GEMM %zux%zux%zu: a size or leading dimension is over %d",
                         g->m, g->n, g->k, INT_MAX);
-    const size_t batch = g->batch > 1 ? g->batch : 1;
+    size_t ext[3];
+    extents(g, ext);
     lf_mapping maps[3];
     int count = 0;
-    add_range(maps, &count, g->a, g->a_off, g->a_off + span(g->trans_a ? g->k : g->m, g->trans_a ? g->m : g->k,
-                                                             g->lda, g->a_stride, batch), false);
-    add_range(maps, &count, g->b, g->b_off, g->b_off + span(g->trans_b ? g->n : g->k, g->trans_b ? g->k : g->n,
-                                                             g->ldb, g->b_stride, batch), false);
-    add_range(maps, &count, g->c, g->c_off, g->c_off + span(g->m, g->n, g->ldc, g->c_stride, batch), true);
+    add_range(maps, &count, g->a, g->a_off, g->a_off + ext[0], false);
+    add_range(maps, &count, g->b, g->b_off, g->b_off + ext[1], false);
+    add_range(maps, &count, g->c, g->c_off, g->c_off + ext[2], true);
     LF_TRY(check_host(ctx, g, maps, count));
     /* Blocking maps: the in-order queue first finishes what writes the inputs. */
     cl_int err = CL_SUCCESS;
@@ -236,17 +321,19 @@ static lf_gemm_args per_sequence(const lf_gemm_args *g)
     return s;
 }
 
-lf_status lf__gemm(lf_context *ctx, const lf_gemm_args *g, lf_timeline *t)
+lf_status lf__gemm_limited(lf_context *ctx, const lf_gemm_args *g, lf_timeline *t, size_t limit)
 {
     if (g->m == 0 || g->n == 0 || g->k == 0) return LF_OK;
     if (g->seq_rows && (g->trans_a || g->batch > 1 || g->m % g->seq_rows))
         return lf__fail(ctx, LF_ERR_ARGUMENT, "GEMM %zux%zux%zu: %zu rows are not whole sequences of %zu rows",
                         g->m, g->n, g->k, g->m, g->seq_rows);
     const lf_gemm_args s = g->seq_rows ? per_sequence(g) : *g;
-    if (ctx->gemm == LF_GEMM_HOST) return gemm_host(ctx, &s, t);
-    LF_TRY(gemm_clblast(ctx, &s, t));
-    lf__event_done(t, g->what ? g->what : "gemm");
-    return LF_OK;
+    return ctx->gemm == LF_GEMM_HOST ? gemm_host(ctx, &s, t) : gemm_pieces(ctx, &s, t, limit);
+}
+
+lf_status lf__gemm(lf_context *ctx, const lf_gemm_args *g, lf_timeline *t)
+{
+    return lf__gemm_limited(ctx, g, t, LF_CLBLAST_LIMIT);
 }
 
 /* ---- The yardstick ---- */
