@@ -214,14 +214,14 @@ int bench_plot_draw(bench_plot_files *f, const char *script_name, int blocks, co
     char args[512] = "";
     for (int i = 0, used = 0; extra && extra[i] && i < 9; i++) {
         argv[6 + i] = extra[i];
-        used += snprintf(args + used, sizeof args - (size_t)used, " %s", extra[i]);
+        used += snprintf(args + used, sizeof args - (size_t)used, " '%s'", extra[i]); /* words with spaces */
     }
     int rc = commit_side_files(f, script_name, err, err_size);
     if (rc == 0 && blocks <= 0) rc = -1, snprintf(err, err_size, "nothing to plot: %s", nothing);
     if (rc == 0 && !in_path("gnuplot")) {
         snprintf(err, err_size,
                  "gnuplot is not installed (not found in PATH), so %s was not drawn; install it "
-                 "(Debian/Ubuntu: apt-get install gnuplot-nox) and run gnuplot -c %s %s %d %s%s > %s",
+                 "(Debian/Ubuntu: apt-get install gnuplot-nox) and run gnuplot -c '%s' '%s' %d %s%s > '%s'",
                  figure, script, data, blocks, f->kind, args, figure);
         rc = -1;
     }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "runtime.h"
 
@@ -65,6 +66,20 @@ static bool env_is_one(const char *name)
 bool lf_test_tiny(void) { return env_is_one("LF_TEST_TINY"); }
 
 bool lf_test_with_mkl(void) { return env_is_one("LF_TEST_MKL"); }
+
+int lf_test_plot_status(void) { return system("command -v gnuplot >/dev/null 2>&1") == 0 ? 0 : 1; }
+
+void lf_test_expect_undrawn(const char *figure, const char *log)
+{
+    char side[1024];
+    cr_expect(strstr(log, "gnuplot is not installed") && strstr(log, figure), "no word that %s is not drawn:\n%s",
+              figure, log);
+    cr_expect_neq(access(figure, F_OK), 0, "%s exists without gnuplot", figure);
+    for (int i = 0; i < 2; i++) {
+        snprintf(side, sizeof side, "%s%s", figure, i ? ".gp" : ".dat");
+        cr_expect_eq(access(side, R_OK), 0, "no %s to draw the figure with", side);
+    }
+}
 
 lf_context *lf_test_context(void)
 {

@@ -75,6 +75,13 @@ const char *lf_test_tool(void);
 void lf_test_make_dir(char *dir, const char *what);
 void lf_test_remove_dir(const char *dir);
 
+/* The exit status of a command given --plot FIGURE: 0 where gnuplot is
+ * installed; 1 where it is not (a machine that runs the bundle), after the
+ * command said so and left FIGURE.dat and FIGURE.gp to draw elsewhere, which
+ * lf_test_expect_undrawn checks in its log and beside FIGURE. */
+int lf_test_plot_status(void);
+void lf_test_expect_undrawn(const char *figure, const char *log);
+
 /* Runs the linformer program with `args` (shell words) through lf_test_system. */
 int lf_test_run_tool(const char *args, char *log, size_t log_size);
 

@@ -424,8 +424,9 @@ Test(rank, every_layer_of_a_model_is_measured_from_its_own_input)
     path(svg, "rank.svg");
     snprintf(cmd, sizeof cmd, "%s rank --model %s --input %s --k %d,3 --csv %s --plot %s", LF_TOOL_PATH, model, input, MK,
              csv, svg);
-    cr_assert_eq(lf_test_system(cmd, log, sizeof log), 0, "%s", log);
-    expect_figure(svg);
+    cr_assert_eq(lf_test_system(cmd, log, sizeof log), lf_test_plot_status(), "%s", log);
+    if (lf_test_plot_status() == 0) expect_figure(svg);
+    else lf_test_expect_undrawn(svg, log);
     static double inputs[ML][MB * MN * MD];
     for (int l = 0; l < ML; l++) lf_ref_model_layer_input(&ref, l, NULL, tokens, MB, MN, lengths, inputs[l]);
     FILE *f = fopen(csv, "r");

@@ -53,12 +53,13 @@ Test(rank_input, a_sequence_that_is_not_finite_is_skipped_with_a_note, .timeout 
     lf_test_remove_dir(dir);
 }
 
-/* n 14000: P alone is 0.7 GiB of floats and 1.5 GiB more as doubles for the
- * SVD, past a 2 GiB data limit: skipped before anything is allocated. */
+/* n 20000: P alone is 1.5 GiB of floats and 3 GiB more as doubles for the
+ * SVD, past a 4 GiB data limit (NVIDIA's driver cannot open a context under
+ * 2 GiB): skipped before anything is allocated. */
 Test(rank_input, a_sequence_past_the_hosts_memory_is_skipped, .timeout = 600)
 {
     if (LF_TEST_UNDER_ASAN) cr_skip_test("a data limit keeps AddressSanitizer from starting");
-    enum { N = 14000 };
+    enum { N = 20000 };
     char dir[64], model[128], input[128], cmd[1024], log[16384];
     lf_test_make_dir(dir, "rank-input");
     snprintf(model, sizeof model, "%s/model.safetensors", dir);
@@ -69,9 +70,9 @@ Test(rank_input, a_sequence_past_the_hosts_memory_is_skipped, .timeout = 600)
     const int32_t lengths[1] = {N};
     rank_write_input(input, x, 1, N, lengths);
     free(x);
-    snprintf(cmd, sizeof cmd, "(ulimit -d 2097152 && %s rank --model %s --input %s --k 2)", LF_TOOL_PATH, model, input);
+    snprintf(cmd, sizeof cmd, "(ulimit -d 4194304 && %s rank --model %s --input %s --k 2)", LF_TOOL_PATH, model, input);
     cr_assert_eq(lf_test_system(cmd, log, sizeof log), 0, "%s", log);
-    cr_expect(strstr(log, "sequence 0 (n = 14000): its 14000 x 14000 matrix") &&
-              strstr(log, "GiB of host memory, 2.00 GiB is available; skipped"), "%s", log);
+    cr_expect(strstr(log, "sequence 0 (n = 20000): its 20000 x 20000 matrix") &&
+              strstr(log, "GiB of host memory, 4.00 GiB is available; skipped"), "%s", log);
     lf_test_remove_dir(dir);
 }
