@@ -323,13 +323,17 @@ static bool search(lf_tuner *t, int kernel, double until, const size_t (*shapes)
 }
 
 /* The smallest cube edge from which the tiled kernel beats the direct one at
- * every larger edge measured (twice the last edge when it never does). The
- * edges go up while there is time; the smallest is always measured. */
+ * every larger edge measured; twice the largest edge when it never does at
+ * any; 0 (no finding: CLBlast's own threshold stays) when time ran out before
+ * it won at one. A guess there forced the tiled kernel from 128 on an NVIDIA
+ * H200, where it made the layer's GEMMs 1.3-3.6 times slower. The edges go
+ * up while there is time; the smallest is always measured. */
 static size_t find_threshold(lf_tuner *t)
 {
     static const size_t edges[] = {64, 128, 256, 512, 1024};
-    size_t threshold = 0, last = edges[0];
-    for (size_t i = 0; i < sizeof edges / sizeof edges[0] && (i == 0 || now_s() < t->deadline); i++) {
+    const size_t count = sizeof edges / sizeof edges[0];
+    size_t threshold = 0, measured = 0;
+    for (size_t i = 0; i < count && (i == 0 || now_s() < t->deadline); i++, measured++) {
         const size_t shape[1][3] = {{edges[i], edges[i], edges[i]}};
         const double began = now_s();
         set_threshold(t->ctx, LF_ALWAYS_DIRECT);
@@ -340,9 +344,10 @@ static size_t find_threshold(lf_tuner *t)
         if (i == 0) say_overrun(t, "GemmRoutine", "at the smallest edge", began);
         if (tiled >= direct) threshold = 0;
         else if (!threshold) threshold = edges[i];
-        last = edges[i];
     }
-    return threshold ? threshold : 2 * last;
+    if (!threshold && measured == count) return 2 * edges[count - 1];
+    if (!threshold) say(t, "GemmRoutine: the tiled kernel won at no edge measured; CLBlast's threshold stays");
+    return threshold;
 }
 
 /* Stores the entry and reads it back: a cache folder that takes nothing (full,
@@ -396,8 +401,8 @@ static lf_status tune_locked(lf_tuner *t)
     if (st == LF_OK && found.have[K_DIRECT]) apply(ctx, K_DIRECT, found.v[K_DIRECT]);
     if (st == LF_OK) {
         found.v[K_ROUTINE][0] = find_threshold(t);
-        found.have[K_ROUTINE] = true;
-        apply(ctx, K_ROUTINE, found.v[K_ROUTINE]);
+        found.have[K_ROUTINE] = found.v[K_ROUTINE][0] > 0;
+        if (found.have[K_ROUTINE]) apply(ctx, K_ROUTINE, found.v[K_ROUTINE]);
         char text[2048];
         format_entry(&found, text, sizeof text);
         if (store_checked(path, key, text)) say(t, "stored in %s after %.1f s:\n%s", path, now_s() - start, text);
