@@ -335,7 +335,8 @@ LF_API lf_status lf_copy_rate(lf_context *ctx, size_t floats, double *gbps);
  * device for about `seconds`, timing random valid sets on GEMM shapes like the
  * layer's, and stores the winners in the cache directory under the device's
  * name and driver version; every context created later on that device applies
- * them. A set is stored only where it beats the parameters in force. The
+ * them. A set is stored only where it beats the parameters in force (with
+ * none, and none stored before, no entry is stored and the log says so). The
  * parameters stay in force for the whole process (CLBlast keeps them per
  * device). `log` (may be NULL) receives one line per step. No step begins
  * after `seconds` (positive and finite) but the three that run once whatever

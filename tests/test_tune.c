@@ -71,7 +71,7 @@ Test(tune, no_step_begins_past_the_time_limit, .timeout = 900)
     }
     cr_expect(!overran || said, "a step that ran past the limit is said");
     const char *stored = log.line[log.count - 1];
-    cr_expect(strstr(stored, "stored in") != NULL, "the last line: %s", stored);
+    cr_expect(strstr(stored, "stored in") || strstr(stored, "no entry stored"), "the last line: %s", stored);
     /* Only the smallest edge had time: a threshold is stored only where the
      * tiled kernel won there, never a guess past what was measured. */
     double direct = 0, tiled = 0;

@@ -324,8 +324,8 @@ static bool search(lf_tuner *t, int kernel, double until, const size_t (*shapes)
 
 /* The smallest cube edge from which the tiled kernel beats the direct one at
  * every larger edge measured; twice the largest edge when it never does at
- * any; 0 (no finding: CLBlast's own threshold stays) when time ran out before
- * it won at one. A guess there forced the tiled kernel from 128 on an NVIDIA
+ * any; 0 (no finding: the threshold in force stays, a stored one or CLBlast's
+ * own) when time ran out before it won at one. A guess there forced the tiled kernel from 128 on an NVIDIA
  * H200, where it made the layer's GEMMs 1.3-3.6 times slower. The edges go
  * up while there is time; the smallest is always measured. */
 static size_t find_threshold(lf_tuner *t)
@@ -346,7 +346,7 @@ static size_t find_threshold(lf_tuner *t)
         else if (!threshold) threshold = edges[i];
     }
     if (!threshold && measured == count) return 2 * edges[count - 1];
-    if (!threshold) say(t, "GemmRoutine: the tiled kernel won at no edge measured; CLBlast's threshold stays");
+    if (!threshold) say(t, "GemmRoutine: the tiled kernel won at no edge measured; the threshold in force stays");
     return threshold;
 }
 
@@ -400,12 +400,13 @@ static lf_status tune_locked(lf_tuner *t)
         found.have[K_DIRECT] = true;
     if (st == LF_OK && found.have[K_DIRECT]) apply(ctx, K_DIRECT, found.v[K_DIRECT]);
     if (st == LF_OK) {
-        found.v[K_ROUTINE][0] = find_threshold(t);
-        found.have[K_ROUTINE] = found.v[K_ROUTINE][0] > 0;
+        const size_t threshold = find_threshold(t); /* 0: none found, a stored one stays */
+        if (threshold) found.v[K_ROUTINE][0] = threshold, found.have[K_ROUTINE] = true;
         if (found.have[K_ROUTINE]) apply(ctx, K_ROUTINE, found.v[K_ROUTINE]);
-        char text[2048];
+        char text[2048] = "";
         format_entry(&found, text, sizeof text);
-        if (store_checked(path, key, text)) say(t, "stored in %s after %.1f s:\n%s", path, now_s() - start, text);
+        if (!text[0]) say(t, "nothing beat CLBlast's own parameters in %.1f s: no entry stored", now_s() - start);
+        else if (store_checked(path, key, text)) say(t, "stored in %s after %.1f s:\n%s", path, now_s() - start, text);
         else st = lf__fail(ctx, LF_ERR_IO, "cannot write the tuned parameters to %s: nothing was stored", path);
     }
     free(key);
