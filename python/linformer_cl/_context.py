@@ -88,6 +88,8 @@ class Context:
         info = n.DeviceInfo()
         n.lib.lf_context_device_info(self.handle, ctypes.byref(info))
         self.device = text(info.device_name)
+        host = n.lib.lf_context_gemm_backend(self.handle) == b"host"
+        self.gemms = text(n.lib.lf_context_host_blas(self.handle)) if host else "CLBlast"
 
     def check(self, code):
         """Raises the exception of a status returned by a call on this context."""

@@ -75,6 +75,7 @@ FUNCTIONS = {
     "lf_context_last_error": (c_char_p, [handle]),
     "lf_context_device_info": (status, [handle, P(DeviceInfo)]),
     "lf_context_gemm_backend": (c_char_p, [handle]),
+    "lf_context_host_blas": (c_char_p, [handle]),
     "lf_attention_config_init": (None, [P(AttentionConfig), c_int, c_int, c_int, c_int]),
     "lf_attention_create": (status, [handle, P(AttentionConfig), handle, P(handle)]),
     "lf_attention_free": (None, [handle]),

@@ -71,6 +71,12 @@ class Model:
     def device(self):
         return self._ctx.device
 
+    @property
+    def gemms(self):
+        """Where the model's GEMMs run: "CLBlast" on the device, or the host BLAS ("OpenBLAS", "MKL") on a CPU
+        device's buffers (LINFORMER_GEMM and LINFORMER_HOST_BLAS choose)."""
+        return self._ctx.gemms
+
     def _live(self):
         if not self._handle:
             raise StateError("the model is closed")

@@ -61,6 +61,22 @@ def test_devices_have_selectors_that_open_them():
             assert model.device == d.name
 
 
+def test_gemms_name_the_backend_and_the_host_blas():
+    """Model.gemms says where the GEMMs run, as LINFORMER_GEMM and LINFORMER_HOST_BLAS chose at load. Each case
+    in a process of its own: the host BLAS is chosen once a process."""
+    code = f"import linformer_cl\nwith linformer_cl.load({PLAIN!r}, device='pocl') as m: print(m.gemms)"
+    env = {k: v for k, v in os.environ.items() if k not in ("LINFORMER_GEMM", "LINFORMER_HOST_BLAS")}
+
+    def gemms(**extra):
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(env, **extra))
+        assert r.returncode == 0, r.stderr
+        return r.stdout.strip()
+
+    assert gemms(LINFORMER_GEMM="clblast") == "CLBlast"
+    assert gemms(LINFORMER_GEMM="host", LINFORMER_HOST_BLAS="openblas") == "OpenBLAS"
+    assert gemms() in ("OpenBLAS", "MKL")  # a CPU device's default: the host BLAS
+
+
 def test_torch_tensor_in_gives_torch_tensor_out():
     torch = pytest.importorskip("torch")
     io = load_file(PLAIN.replace(".model.", ".io."))
