@@ -11,6 +11,9 @@ the same module (--opset). The peers run on the CPU in f32 with --threads thread
 `linformer run` runs on each device `linformer devices` lists, with the host GEMMs
 (OpenBLAS, or MKL where the program takes it: the table's header and the CSV's
 host_blas column name it) and the CPU runtimes held to --threads as well.
+--host-blas openblas,mkl runs ours once per library (LINFORMER_HOST_BLAS), each
+its own side in every round, so that the two are timed against the same rounds
+of OpenVINO: the choice of the default on a CPU, measured in one run.
 
 Times are per forward, the median of --repeat after --warmup forwards: wall clock
 for the peers; for ours the median device time the program prints (over
@@ -63,6 +66,7 @@ except ImportError as e:
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PEERS = ("pytorch", "onnxruntime", "openvino")
+HOST_BLAS = {"openblas": "OpenBLAS", "mkl": "MKL"}  # LINFORMER_HOST_BLAS's values, and their names in the table
 PLATFORM_NAMES = {"Portable Computing Language": "PoCL", "Intel(R) OpenCL": "Intel"}  # short names for the table
 
 
@@ -80,6 +84,8 @@ def parse_args():
     p.add_argument("--peers", default=",".join(PEERS),
                    help="the peers timed beside ours, comma-separated from " + ", ".join(PEERS) + " (default: all)")
     p.add_argument("--devices", help="OpenCL device selectors, comma-separated (default: every device listed)")
+    p.add_argument("--host-blas", help="ours once per host BLAS library, comma-separated from openblas, mkl "
+                                       "(default: the program's own choice)")
     p.add_argument("--torch-device", default="cpu", help="where PyTorch runs: cpu, or cuda (a GPU's peer)")
     p.add_argument("--no-wall", action="store_true", help="skip the runs that give our wall time")
     p.add_argument("--linformer", default=os.path.join(ROOT, "build", "linformer"), help="the program")
@@ -100,6 +106,9 @@ def parse_args():
     unknown = [peer for peer in args.peers if peer not in PEERS]
     if unknown or len(set(args.peers)) != len(args.peers):
         p.error(f"--peers takes each of {', '.join(PEERS)} at most once, got \"{','.join(args.peers)}\"")
+    args.host_blas = args.host_blas.split(",") if args.host_blas else [None]
+    if any(b not in HOST_BLAS for b in args.host_blas) or len(set(args.host_blas)) != len(args.host_blas):
+        p.error(f"--host-blas takes each of {', '.join(HOST_BLAS)} at most once, got \"{','.join(map(str, args.host_blas))}\"")
     if args.torch_device not in ("cpu", "cuda") or (args.torch_device == "cuda" and not torch.cuda.is_available()):
         p.error(f"--torch-device is cpu, or cuda where PyTorch sees a GPU; got \"{args.torch_device}\"")
     if not os.access(args.linformer, os.X_OK):
@@ -149,7 +158,10 @@ def list_devices(args, env):
     if args.devices:
         names = dict(devices)
         devices = [(s, names.get(picked_device(args, env, s), s)) for s in args.devices.split(",")]
-    return devices, blas.group(1) if blas else "unknown"
+    blas = blas.group(1) if blas else "unknown"
+    if blas.startswith("none"):
+        sys.exit(f"compare_peers: no host BLAS: {blas}")
+    return devices, blas
 
 
 def picked_device(args, env, selector):
@@ -288,7 +300,7 @@ def median_or_none(values):
     return statistics.median(values) if values else None
 
 
-def compare(args, env, devices, name, n, factory):
+def compare(args, ours, name, n, factory):
     """The rows of one module: side, device time, wall time, fastest round, time against OpenVINO's, errors
     against PyTorch."""
     torch.manual_seed(n)
@@ -299,8 +311,7 @@ def compare(args, env, devices, name, n, factory):
         start = {"pytorch": lambda: pytorch_side(module, args), "onnxruntime": lambda: onnxruntime_side(onnx_path, args),
                  "openvino": lambda: openvino_side(onnx_path, args)}
         sides = [(peer_name(peer, args), start[peer]()) for peer in PEERS if peer in args.peers]
-        sides += [(f"linformer, {device} ({selector})", lambda x, s=selector: run_ours(args, env, folder, s))
-                  for selector, device in devices]
+        sides += [(side, lambda x, e=env, s=selector: run_ours(args, e, folder, s)) for side, env, selector in ours]
         times = {side: [] for side, _ in sides}  # per side, per round: (device ms, wall ms)
         outputs = {}
         for _ in range(args.rounds):
@@ -340,7 +351,8 @@ def print_row(row):
 
 
 def write_csv(path, rows, args, cpu, host_blas):
-    """The rows with the machine and the settings, written to a temporary beside path, then renamed."""
+    """The rows with the machine and the settings (host_blas: our sides' libraries), written to a temporary beside
+    path, then renamed."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path + ".tmp", "w", newline="") as f:
         out = csv.writer(f)
@@ -350,26 +362,35 @@ def write_csv(path, rows, args, cpu, host_blas):
             times = ["" if ms is None else f"{ms:.3f}" for ms in (device_ms, wall_ms, best_ms)]
             out.writerow([cpu, args.threads, args.repeat, args.rounds, name, n, side] + times
                          + ["" if ratio is None else f"{ratio:.3f}", f"{max_abs:.3e}", f"{rel:.3e}"]
-                         + [host_blas if side.startswith("linformer") else ""])
+                         + [host_blas.get(side, "")])
     os.replace(path + ".tmp", path)
 
 
 def main():
     args = parse_args()
     torch.set_num_threads(args.threads)
-    env = program_env(args.threads)
-    devices, host_blas = list_devices(args, env)
+    ours, host_blas = [], {}  # ours: (side, environment, selector); host_blas: side -> library
+    for library in args.host_blas:
+        env = program_env(args.threads)
+        if library:
+            env["LINFORMER_HOST_BLAS"] = library
+        devices, blas = list_devices(args, env)
+        for selector, device in devices:
+            side = f"linformer, {device} ({selector})" + (f", {HOST_BLAS[library]}" if library else "")
+            ours.append((side, env, selector))
+            host_blas[side] = blas
     cpu = cpu_name()
     csv_path = args.csv or os.path.join(HERE, "results", cpu_slug(cpu) + "-peers.csv")
     print(f"{cpu}; d_model 512, 8 heads, k 256, batch 1, f32; {args.threads} threads; "
           f"{args.rounds} rounds of the sides in turn, each the median of {args.repeat} after {args.warmup} warm-up; "
           "ms a forward, median over the rounds and the fastest round; x OpenVINO: the median over the rounds of "
-          f"the time divided by OpenVINO's in the same round; errors against PyTorch; ours: host BLAS {host_blas}")
+          f"the time divided by OpenVINO's in the same round; errors against PyTorch; ours: host BLAS "
+          + "; ".join(sorted(set(host_blas.values()))))
     print("| work | n | side | device ms | wall ms | fastest round | x OpenVINO | max abs error | relative error |\n"
           "|---|---|---|---|---|---|---|---|---|", flush=True)
     rows = []
     for name, n, factory in make_work(args):
-        for row in compare(args, env, devices, name, n, factory):
+        for row in compare(args, ours, name, n, factory):
             print_row(row)
             rows.append(row)
     write_csv(csv_path, rows, args, cpu, host_blas)
