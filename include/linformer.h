@@ -278,7 +278,8 @@ LF_API const char *lf_context_gemm_backend(const lf_context *ctx); /* "clblast",
  * created; unset or empty, MKL where it loads on an Intel CPU, OpenBLAS
  * otherwise. Another value makes lf_context_create fail with LF_ERR_ARGUMENT,
  * and "mkl" where MKL does not load with LF_ERR_UNSUPPORTED, the message
- * saying why. MKL is the file LINFORMER_MKL names, else libmkl_rt.so.3 as the
+ * saying why. MKL is the file LINFORMER_MKL names (one that does not load fails
+ * the context where MKL is tried, asked for or not), else libmkl_rt.so.3 as the
  * dynamic loader finds it; it is loaded once a process and runs its threads
  * through GNU OpenMP: MKL_NUM_THREADS sets them, and OMP_WAIT_POLICY=passive,
  * set before the first context, keeps its idle threads from spinning on the

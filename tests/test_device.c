@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "helpers.h"
 
@@ -597,6 +598,48 @@ Test(tool, devices_names_the_host_blas_and_how_its_threads_wait)
     cr_expect_neq(strstr(tool_log, "host BLAS: none: LINFORMER_HOST_BLAS is \"mkl\", but MKL did not load: "
                                    "libm.so.6 is not MKL's single dynamic library"),
                   NULL, "%s", tool_log);
+}
+
+/* A file named for MKL that is no library, or does not load, is an error that
+ * names it, at once: a FIFO is never opened (the dynamic loader would wait
+ * for a writer forever), and on an Intel CPU, where MKL is the default, the
+ * named file is not passed over for OpenBLAS in silence. */
+Test(tool, a_file_named_for_mkl_that_does_not_load_is_refused_at_once)
+{
+    unsetenv("LINFORMER_DEVICE");
+    char dir[64], fifo[128], cmd[1024];
+    lf_test_make_dir(dir, "mkl");
+    snprintf(fifo, sizeof fifo, "%s/libmkl_rt.so.3", dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    snprintf(cmd, sizeof cmd, "timeout 60 '%s' devices", lf_test_tool());
+    const struct {
+        const char *blas, *file, *says;
+    } cases[] = {{"mkl", fifo, "is a FIFO, not a library file"},
+                 {"mkl", "/dev/null", "\"/dev/null\" is a character device, not a library file"},
+                 {"mkl", dir, "is a directory, not a library file"},
+                 {NULL, fifo, "is a FIFO, not a library file"},
+                 {NULL, "/no/such/libmkl_rt.so.3", "/no/such/libmkl_rt.so.3"}};
+    __builtin_cpu_init();
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (cases[i].blas) setenv("LINFORMER_HOST_BLAS", cases[i].blas, 1);
+        else unsetenv("LINFORMER_HOST_BLAS");
+        setenv("LINFORMER_MKL", cases[i].file, 1);
+        const int rc = lf_test_system(cmd, tool_log, sizeof tool_log);
+        cr_expect_eq(rc, 0, "%s: exit %d (124: it waited):\n%s", cases[i].file, rc, tool_log);
+        if (cases[i].blas || __builtin_cpu_is("intel")) {
+            const char *first = cases[i].blas ? "host BLAS: none: LINFORMER_HOST_BLAS is \"mkl\", but MKL did not load: "
+                                              : "host BLAS: none: MKL, the default on this Intel CPU, did not load "
+                                                "from LINFORMER_MKL: ";
+            cr_expect_neq(strstr(tool_log, first), NULL, "%s: no \"%s\" in:\n%s", cases[i].file, first, tool_log);
+            cr_expect_neq(strstr(tool_log, cases[i].says), NULL, "%s: no \"%s\" in:\n%s", cases[i].file,
+                          cases[i].says, tool_log);
+        } else { /* not tried: OpenBLAS, the default here */
+            cr_expect_neq(strstr(tool_log, "host BLAS: OpenBLAS, "), NULL, "%s", tool_log);
+        }
+    }
+    unsetenv("LINFORMER_MKL");
+    unsetenv("LINFORMER_HOST_BLAS");
+    lf_test_remove_dir(dir);
 }
 
 Test(tool, devices_help)

@@ -4,9 +4,11 @@
  *
  * LINFORMER_HOST_BLAS=openblas|mkl chooses; unset or empty, MKL where it
  * loads on an Intel CPU (its SGEMM ran the model's shapes 7-22% faster than
- * OpenBLAS's on an AVX-512 Xeon: bench/NOTES.md, item 33), OpenBLAS otherwise. MKL is the file LINFORMER_MKL
- * names, else libmkl_rt.so.3 on the dynamic loader's path (the build tree's
- * run path holds build/mkl, where scripts/install-mkl.sh puts it).
+ * OpenBLAS's on an AVX-512 Xeon: bench/NOTES.md, item 33), OpenBLAS
+ * otherwise. MKL is the file LINFORMER_MKL names, else libmkl_rt.so.3 on the
+ * dynamic loader's path (the build tree's run path holds build/mkl, where
+ * scripts/install-mkl.sh puts it). A file named for MKL that does not load is
+ * an error wherever MKL is tried, never a quiet fall back to OpenBLAS.
  *
  * MKL runs its threads through GNU OpenMP (libgomp, which it loads with it):
  * of its threading layers, the one whose runtime comes with the compiler
@@ -18,11 +20,14 @@
  */
 #include "blas.h"
 
+#include "kernel_cache.h" /* lf__file_kind */
+
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* MKL's service calls, by the values of its mkl_service.h. */
 enum { MKL_INTERFACE_LP64 = 0, MKL_THREADING_GNU = 3 };
@@ -37,6 +42,15 @@ static void load_mkl(void)
 {
     const char *path = getenv("LINFORMER_MKL");
     if (!path || !*path) path = "libmkl_rt.so.3";
+    /* The dynamic loader opens a path as it is: on a FIFO with no writer it
+     * would wait forever, so a path that names anything but a regular file is
+     * refused first. (A bare name is searched for by the loader.) */
+    struct stat sb;
+    if (strchr(path, '/') && stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        snprintf(mkl_error, sizeof mkl_error, "\"%s\" is %s, not a library file", path,
+                 lf__file_kind(sb.st_mode));
+        return;
+    }
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
         snprintf(mkl_error, sizeof mkl_error, "%s", dlerror());
@@ -75,7 +89,7 @@ static bool intel_cpu(void)
 
 lf_status lf__host_blas_pick(const lf_host_blas **out, char *errbuf, size_t errbuf_size)
 {
-    const char *env = getenv("LINFORMER_HOST_BLAS");
+    const char *env = getenv("LINFORMER_HOST_BLAS"), *file = getenv("LINFORMER_MKL");
     const bool chosen = env && *env;
     if (chosen && strcmp(env, "openblas") != 0 && strcmp(env, "mkl") != 0)
         return lf__fail_buf(errbuf, errbuf_size, LF_ERR_ARGUMENT,
@@ -87,6 +101,10 @@ lf_status lf__host_blas_pick(const lf_host_blas **out, char *errbuf, size_t errb
         else if (chosen)
             return lf__fail_buf(errbuf, errbuf_size, LF_ERR_UNSUPPORTED,
                                 "LINFORMER_HOST_BLAS is \"mkl\", but MKL did not load: %s", mkl_error);
+        else if (file && *file) /* a file named for MKL is never passed over in silence */
+            return lf__fail_buf(errbuf, errbuf_size, LF_ERR_UNSUPPORTED,
+                                "MKL, the default on this Intel CPU, did not load from LINFORMER_MKL: %s "
+                                "(LINFORMER_HOST_BLAS=openblas takes OpenBLAS)", mkl_error);
     }
     return LF_OK;
 }

@@ -7,7 +7,7 @@
 
 #include "safetensors.h"
 
-#include "kernel_cache.h" /* lf__read_fd */
+#include "kernel_cache.h" /* lf__read_fd, lf__file_kind */
 #include "runtime.h"       /* lf__fail_buf */
 
 #include <errno.h>
@@ -19,17 +19,6 @@
 #include <unistd.h>
 
 #define FAIL(status, ...) lf__fail_buf(msg, msg_size, (status), __VA_ARGS__)
-
-/* What a path names when it is not a regular file, for messages. */
-static const char *file_kind(mode_t mode)
-{
-    if (S_ISDIR(mode)) return "a directory";
-    if (S_ISFIFO(mode)) return "a FIFO";
-    if (S_ISCHR(mode)) return "a character device";
-    if (S_ISBLK(mode)) return "a block device";
-    if (S_ISSOCK(mode)) return "a socket";
-    return "not a regular file";
-}
 
 /* Reads the whole of `fd` (a regular file of `size` bytes) into a new buffer. */
 static lf_status read_all(int fd, const char *path, size_t size, uint8_t **out, char *msg, size_t msg_size)
@@ -54,7 +43,7 @@ static lf_status open_regular(const char *path, int *fd, size_t *size, char *msg
     if (fstat(*fd, &sb) != 0)
         st = FAIL(LF_ERR_IO, "cannot stat \"%s\": %s", path, strerror(errno));
     else if (!S_ISREG(sb.st_mode))
-        st = FAIL(LF_ERR_IO, "\"%s\" is not a regular file: it is %s", path, file_kind(sb.st_mode));
+        st = FAIL(LF_ERR_IO, "\"%s\" is not a regular file: it is %s", path, lf__file_kind(sb.st_mode));
     else if ((uintmax_t)sb.st_size > SIZE_MAX)
         st = FAIL(LF_ERR_OUT_OF_MEMORY, "\"%s\" does not fit in memory", path);
     if (st != LF_OK) {

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "linformer.h"
 
@@ -14,6 +15,9 @@
  * and anything but a regular file is refused (errno EINVAL), so a FIFO never
  * hangs the caller; `follow` false refuses a symbolic link too (errno ELOOP). */
 lf_status lf__read_file(const char *path, bool follow, char **text, size_t *size);
+
+/* What a path names when it is not a regular file, for messages: "a FIFO"... */
+const char *lf__file_kind(mode_t mode);
 
 /* Reads `size` bytes of an open file into a new NUL-terminated buffer:
  * LF_ERR_OUT_OF_MEMORY, or LF_ERR_IO with errno set, 0 when the file ended

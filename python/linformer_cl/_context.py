@@ -35,7 +35,7 @@ def host_blas_library():
     """(name, version) of the BLAS the host GEMM backend takes: ("OpenBLAS", None), or ("MKL", MKL's version
     string). LINFORMER_HOST_BLAS=openblas|mkl chooses; unset, MKL where the dynamic loader (or LINFORMER_MKL)
     finds it on an Intel CPU. Raises what creating a context would: ArgumentError for an unknown name,
-    UnsupportedError for an MKL asked for that does not load."""
+    UnsupportedError for an MKL asked for, or named by LINFORMER_MKL, that does not load."""
     name, version = ctypes.c_char_p(), ctypes.c_char_p()
     call_with_errbuf(n.lib.lf_host_blas_library, ctypes.byref(name), ctypes.byref(version))
     return text(name.value), text(version.value) if version.value else None

@@ -110,16 +110,17 @@ def test_importing_sets_the_blas_thread_timeout_unless_set():
         assert r.returncode == 0 and r.stdout.strip() == want and not r.stderr, (given, r.stdout, r.stderr)
 
 
-def test_host_blas_library_is_chosen_or_refused_by_name():
+def test_host_blas_library_is_chosen_or_refused_by_name(tmp_path):
     """host_blas_library() names the host BLAS LINFORMER_HOST_BLAS asks for, with MKL's version where it runs,
     and raises the library's error, naming the value, for a name it does not know or an MKL that does not
-    load. Each case in a process of its own: MKL is loaded once a process."""
+    load (a FIFO at once, never waited on). Each case in a process of its own: MKL is loaded once a process."""
     code = ("import linformer_cl\ntry: print(*linformer_cl.host_blas_library(), sep='|')\n"
             "except linformer_cl.Error as e: print(type(e).__name__, e, sep='|')")
     env = {k: v for k, v in os.environ.items() if k not in ("LINFORMER_HOST_BLAS", "LINFORMER_MKL")}
 
     def run(**extra):
-        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(env, **extra))
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(env, **extra),
+                           timeout=60)
         assert r.returncode == 0 and not r.stderr, r.stderr
         return r.stdout.strip().split("|")
 
@@ -128,6 +129,10 @@ def test_host_blas_library_is_chosen_or_refused_by_name():
     assert kind == "ArgumentError" and '"atlas"' in message, message
     kind, message = run(LINFORMER_HOST_BLAS="mkl", LINFORMER_MKL="/no/such/libmkl_rt.so.3")
     assert kind == "UnsupportedError" and "/no/such/libmkl_rt.so.3" in message, message
+    fifo = tmp_path / "libmkl_rt.so.3"
+    os.mkfifo(fifo)
+    kind, message = run(LINFORMER_HOST_BLAS="mkl", LINFORMER_MKL=str(fifo))
+    assert kind == "UnsupportedError" and "is a FIFO, not a library file" in message, message
     mkl = os.path.join(ROOT, "build", "mkl", "libmkl_rt.so.3")  # scripts/install-mkl.sh
     if not os.path.exists(mkl):
         pytest.skip("no MKL in build/mkl (LINFORMER_SKIP_MKL=1)")
