@@ -16,13 +16,15 @@ static void setup(void) { ctx = lf_test_context(); }
 static void teardown(void) { lf_context_free(ctx); }
 TestSuite(measure, .init = setup, .fini = teardown, .timeout = 300);
 
-/* A layer without biases whose weights are host arrays: wq, wk, wv, wo [D, D]. */
+/* A layer without biases whose weights are host arrays: wq, wk, wv, wo [D, D];
+ * a learned projection's e and f [k, n] are random too. */
 typedef struct {
     lf_attention *layer;
     float *w[4];
 } layer_host;
 
-static layer_host make_layer(int D, int heads, int n, lf_mode mode, int causal, uint64_t *rng)
+static layer_host make_layer_projecting(int D, int heads, int n, lf_mode mode, int causal, lf_proj_kind proj,
+                                        uint64_t *rng)
 {
     static const char *const names[4] = {"wq", "wk", "wv", "wo"};
     layer_host l;
@@ -31,14 +33,29 @@ static layer_host make_layer(int D, int heads, int n, lf_mode mode, int causal, 
     c.bias_q = c.bias_k = c.bias_v = c.bias_out = 0;
     c.mode = mode;
     c.causal = causal;
-    c.proj_kind = LF_PROJ_MEAN_POOL;
+    c.proj_kind = proj;
     cr_assert_eq(lf_attention_create(ctx, &c, NULL, &l.layer), LF_OK, "%s", lf_context_last_error(ctx));
     for (int i = 0; i < 4; i++) {
         l.w[i] = malloc((size_t)D * D * sizeof(float));
         lf_test_fill(l.w[i], (size_t)D * D, rng, -0.5f, 0.5f);
         cr_assert_eq(lf_attention_set_weight(l.layer, names[i], l.w[i], (size_t)D * D), LF_OK);
     }
+    if (mode == LF_MODE_LINFORMER && proj == LF_PROJ_LEARNED) {
+        const size_t count = (size_t)c.k * n;
+        float *e = malloc(count * sizeof *e);
+        for (int i = 0; i < 2; i++) {
+            lf_test_fill(e, count, rng, -0.5f, 0.5f);
+            cr_assert_eq(lf_attention_set_weight(l.layer, i ? "f" : "e", e, count), LF_OK, "%s",
+                         lf_context_last_error(ctx));
+        }
+        free(e);
+    }
     return l;
+}
+
+static layer_host make_layer(int D, int heads, int n, lf_mode mode, int causal, uint64_t *rng)
+{
+    return make_layer_projecting(D, heads, n, mode, causal, LF_PROJ_MEAN_POOL, rng);
 }
 
 static void free_layer(layer_host *l)
@@ -55,12 +72,17 @@ static double linear_at(const float *in, const float *w, int D, int r, int c)
     return acc;
 }
 
+/* Whatever the layer computes its keys from: pooled keys (causal or not), or
+ * a learned E, which the plan evaluates input first (E x, then Wk on k rows),
+ * so that the sequence's own keys are not otherwise computed. */
 Test(measure, probabilities_equal_softmax_of_the_scores)
 {
     uint64_t rng = lf_test_seed();
     const int D = 24, heads = 3, dh = 8, n = 37;
-    for (int causal = 0; causal <= 1; causal++) {
-        layer_host l = make_layer(D, heads, n, LF_MODE_LINFORMER, causal, &rng);
+    for (int run = 0; run < 3; run++) {
+        const int causal = run == 1;
+        const lf_proj_kind proj = run == 2 ? LF_PROJ_LEARNED : LF_PROJ_MEAN_POOL;
+        layer_host l = make_layer_projecting(D, heads, n, LF_MODE_LINFORMER, causal, proj, &rng);
         float *x = malloc((size_t)n * D * sizeof *x), *p = malloc((size_t)n * n * sizeof *p);
         double *ref = malloc((size_t)n * n * sizeof *ref), *s = malloc((size_t)n * sizeof *s);
         lf_test_fill(x, (size_t)n * D, &rng, -1, 1);
@@ -81,7 +103,7 @@ Test(measure, probabilities_equal_softmax_of_the_scores)
                 for (int j = 0; j < n; j++) ref[(size_t)i * n + j] = j < valid ? exp(s[j] - m) / sum : 0.0;
             }
             double e = lf_test_rel_err(p, ref, (size_t)n * n);
-            cr_expect_leq(e, TOL, "head %d causal %d: relative error %.3g", h, causal, e);
+            cr_expect_leq(e, TOL, "head %d causal %d proj %d: relative error %.3g", h, causal, (int)proj, e);
         }
         cr_expect_eq(lf_attention_probabilities(l.layer, x, p, n, heads), LF_ERR_ARGUMENT);
         free(x), free(p), free(ref), free(s);

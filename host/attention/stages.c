@@ -62,17 +62,18 @@ size_t lf__scores_budget(const lf_device_info *device)
     return budget / 2;
 }
 
-/* ---- Stage 1: Q, K, V = x W^T + b (only Q when the sequence projection comes first) ---- */
+/* ---- Stage 1: Q, K, V = x W^T + b (only Q when the sequence projection
+ * comes first, unless the sequence's own keys are asked for) ---- */
 
-static lf_status project_qkv(const lf_pass *p, cl_mem x)
+static lf_status project_qkv(const lf_pass *p, cl_mem x, bool own_keys)
 {
     const lf_plan *pl = p->plan;
     const size_t rows = (size_t)p->batch * p->n, C = pl->cols;
-    const size_t width = pl->input_side ? pl->qdim : C;
+    const size_t width = pl->input_side && !own_keys ? pl->qdim : C;
     cl_mem qkv = p->ws->buf[LF_WS_QKV];
     lf_gemm_args g = {.trans_b = true, .m = rows, .n = width, .k = pl->cfg.d_model, .alpha = 1.0f,
                       .a = x, .lda = pl->cfg.d_model, .b = p->w->buf[LF_BUF_QKV], .ldb = pl->cfg.d_model,
-                      .c = qkv, .ldc = C, .seq_rows = p->n, .what = pl->input_side ? "gemm q" : "gemm qkv"};
+                      .c = qkv, .ldc = C, .seq_rows = p->n, .what = width == C ? "gemm qkv" : "gemm q"};
     LF_TRY(lf__gemm(p->ctx, &g, p->tl));
     const lf_bias_rows_args b = {.y = qkv, .ld = (int)C, .cols = (int)width, .rows = (int)rows,
                                  .bias = p->w->buf[LF_BUF_B_QKV], .lengths = p->ws->buf[LF_WS_LENGTHS],
@@ -336,7 +337,7 @@ lf_status lf__attention_heads(const lf_pass *p, cl_mem x)
     const lf_plan *pl = p->plan;
     const size_t n = p->n, C = pl->cols, q = pl->qdim;
     LF_TRY(prepare(p));
-    LF_TRY(project_qkv(p, x));
+    LF_TRY(project_qkv(p, x, false));
     lf_view keys, values;
     LF_TRY(keys_values(p, x, &keys, &values));
     const lf_view queries = {p->ws->buf[LF_WS_QKV], 0, (int)C, n * C};
@@ -361,7 +362,7 @@ lf_status lf__attention_probabilities(const lf_pass *p, cl_mem x, int head)
         return lf__fail(p->ctx, LF_ERR_OUT_OF_MEMORY, "the %zu x %zu attention matrix of a head needs %zu bytes; "
                                                       "the device allows %zu bytes for it", n, n, bytes, budget);
     LF_TRY(prepare(p));
-    LF_TRY(project_qkv(p, x));
+    LF_TRY(project_qkv(p, x, true)); /* the n keys, whatever order the layer's own keys come in */
     LF_TRY(reserve(p, LF_WS_SCORES, bytes, "attention scores"));
     lf_view keys, values;
     own_keys_values(p, &keys, &values);
