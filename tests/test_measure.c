@@ -23,25 +23,31 @@ typedef struct {
     float *w[4];
 } layer_host;
 
-static layer_host make_layer_projecting(int D, int heads, int n, lf_mode mode, int causal, lf_proj_kind proj,
-                                        uint64_t *rng)
+/* Mean pooling, no biases: change what a test needs before make_layer_from. */
+static lf_attention_config layer_config(int D, int heads, int n, lf_mode mode, int causal)
 {
-    static const char *const names[4] = {"wq", "wk", "wv", "wo"};
-    layer_host l;
     lf_attention_config c;
     lf_attention_config_init(&c, D, heads, n, 5);
     c.bias_q = c.bias_k = c.bias_v = c.bias_out = 0;
     c.mode = mode;
     c.causal = causal;
-    c.proj_kind = proj;
-    cr_assert_eq(lf_attention_create(ctx, &c, NULL, &l.layer), LF_OK, "%s", lf_context_last_error(ctx));
+    c.proj_kind = LF_PROJ_MEAN_POOL;
+    return c;
+}
+
+static layer_host make_layer_from(const lf_attention_config *c, uint64_t *rng)
+{
+    static const char *const names[4] = {"wq", "wk", "wv", "wo"};
+    const int D = c->d_model;
+    layer_host l;
+    cr_assert_eq(lf_attention_create(ctx, c, NULL, &l.layer), LF_OK, "%s", lf_context_last_error(ctx));
     for (int i = 0; i < 4; i++) {
         l.w[i] = malloc((size_t)D * D * sizeof(float));
         lf_test_fill(l.w[i], (size_t)D * D, rng, -0.5f, 0.5f);
         cr_assert_eq(lf_attention_set_weight(l.layer, names[i], l.w[i], (size_t)D * D), LF_OK);
     }
-    if (mode == LF_MODE_LINFORMER && proj == LF_PROJ_LEARNED) {
-        const size_t count = (size_t)c.k * n;
+    if (c->mode == LF_MODE_LINFORMER && c->proj_kind == LF_PROJ_LEARNED) {
+        const size_t count = (size_t)c->k * c->max_seq_len;
         float *e = malloc(count * sizeof *e);
         for (int i = 0; i < 2; i++) {
             lf_test_fill(e, count, rng, -0.5f, 0.5f);
@@ -55,7 +61,8 @@ static layer_host make_layer_projecting(int D, int heads, int n, lf_mode mode, i
 
 static layer_host make_layer(int D, int heads, int n, lf_mode mode, int causal, uint64_t *rng)
 {
-    return make_layer_projecting(D, heads, n, mode, causal, LF_PROJ_MEAN_POOL, rng);
+    const lf_attention_config c = layer_config(D, heads, n, mode, causal);
+    return make_layer_from(&c, rng);
 }
 
 static void free_layer(layer_host *l)
@@ -81,8 +88,10 @@ Test(measure, probabilities_equal_softmax_of_the_scores)
     const int D = 24, heads = 3, dh = 8, n = 37;
     for (int run = 0; run < 3; run++) {
         const int causal = run == 1;
-        const lf_proj_kind proj = run == 2 ? LF_PROJ_LEARNED : LF_PROJ_MEAN_POOL;
-        layer_host l = make_layer_projecting(D, heads, n, LF_MODE_LINFORMER, causal, proj, &rng);
+        lf_attention_config c = layer_config(D, heads, n, LF_MODE_LINFORMER, causal);
+        if (run == 2) c.proj_kind = LF_PROJ_LEARNED;
+        const lf_proj_kind proj = c.proj_kind;
+        layer_host l = make_layer_from(&c, &rng);
         float *x = malloc((size_t)n * D * sizeof *x), *p = malloc((size_t)n * n * sizeof *p);
         double *ref = malloc((size_t)n * n * sizeof *ref), *s = malloc((size_t)n * sizeof *s);
         lf_test_fill(x, (size_t)n * D, &rng, -1, 1);
@@ -136,4 +145,38 @@ Test(measure, head_outputs_are_what_w_o_projects)
         free(x), free(o), free(y), free(ref);
         free_layer(&l);
     }
+}
+
+/* Rows past a length are 0 on every path, whatever the valid rows hold: a
+ * NaN in a valid row reaches no padded row (0 x NaN in a product over the
+ * padded query rows would). */
+Test(measure, padded_head_outputs_are_zero_whatever_the_valid_rows_hold)
+{
+    uint64_t rng = lf_test_seed();
+    const int D = 24, heads = 3, n = 29, batch = 2;
+    const int32_t lens[] = {29, 11};
+    const struct {
+        lf_mode mode;
+        lf_path path;
+    } runs[] = {{LF_MODE_LINFORMER, LF_PATH_FUSED}, {LF_MODE_LINFORMER, LF_PATH_GEMM}, {LF_MODE_DENSE, LF_PATH_AUTO},
+                {LF_MODE_FLASH, LF_PATH_AUTO}};
+    const size_t count = (size_t)batch * n * D;
+    float *x = malloc(count * sizeof *x), *o = malloc(count * sizeof *o);
+    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+        lf_attention_config c = layer_config(D, heads, n, runs[r].mode, 0);
+        c.path = runs[r].path;
+        layer_host l = make_layer_from(&c, &rng);
+        lf_test_fill(x, count, &rng, -1, 1);
+        x[((size_t)n + 3) * D + 5] = NAN; /* sequence 1, a valid row */
+        lf_test_poison(o, count);
+        cr_assert_eq(lf_attention_head_outputs(l.layer, x, o, batch, n, lens), LF_OK, "%s",
+                     lf_context_last_error(ctx));
+        int bad = 0;
+        for (int i = lens[1]; i < n; i++)
+            for (int col = 0; col < D; col++) bad += o[((size_t)n + i) * D + col] != 0.0f;
+        cr_expect_eq(bad, 0, "mode %s path %d: %d values of the padded rows are not 0",
+                     lf_mode_name(runs[r].mode), (int)runs[r].path, bad);
+        free_layer(&l);
+    }
+    free(x), free(o);
 }

@@ -275,10 +275,9 @@ static lf_status attend_gemm(const lf_pass *p, lf_view q, lf_view k, lf_view v, 
     const size_t kv_step = pl->kvh == 1 ? 0 : dh; /* one key/value head serves all queries */
     for (int b = 0; b < p->batch; b++) {
         const int len = p->lengths[b], keys_valid = key_count ? key_count : len;
-        if (len == 0) { /* nothing to attend to: the sequence's rows of o are 0 */
-            LF_TRY(fill(p, o.buf, o.off + b * o.bstride, n * o.ld, 0.0f));
-            continue;
-        }
+        /* rows past the length are 0, never P V: 0 x NaN there would be NaN */
+        if ((size_t)len < n) LF_TRY(fill(p, o.buf, o.off + b * o.bstride + len * o.ld, (n - len) * o.ld, 0.0f));
+        if (len == 0) continue;
         for (size_t h0 = 0; h0 < heads; h0 += chunk) {
             const size_t hc = heads - h0 < chunk ? heads - h0 : chunk, kvh0 = pl->kvh == 1 ? 0 : h0;
             lf_gemm_args s = {.trans_b = true, .m = n, .n = nk, .k = dh, .alpha = pl->cfg.scale,
@@ -291,8 +290,8 @@ static lf_status attend_gemm(const lf_pass *p, lf_view q, lf_view k, lf_view v, 
                                              .cols_valid = keys_valid, .causal = pl->cfg.causal, .count = hc,
                                              .params = &pl->params};
             LF_TRY(lf__launch_softmax_rows(p->ctx, &sm, p->tl));
-            /* only the valid keys: 0 x NaN in a padded value row would be NaN */
-            lf_gemm_args pv = {.m = n, .n = dh, .k = (size_t)keys_valid, .alpha = 1.0f,
+            /* only the valid queries and keys: 0 x NaN in a padded value row would be NaN */
+            lf_gemm_args pv = {.m = (size_t)len, .n = dh, .k = (size_t)keys_valid, .alpha = 1.0f,
                                .a = scores, .lda = nk, .a_stride = n * nk,
                                .b = v.buf, .b_off = v.off + b * v.bstride + kvh0 * dh, .ldb = v.ld,
                                .b_stride = kv_step, .c = o.buf, .c_off = o.off + b * o.bstride + h0 * dh,
