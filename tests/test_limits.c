@@ -157,7 +157,8 @@ Test(limits, dense_scores_over_max_alloc)
     good_forward();
 }
 
-/* The linformer workspace over max alloc: batch x n rows of Q|K|V. The host
+/* The linformer workspace over max alloc: batch x n rows of Q|K|V (pooled
+ * keys and values are projected first, so the rows hold all three). The host
  * arrays are not touched before the device buffers exist, so a one-sequence
  * host array is enough to show the refusal (x is read only after that). */
 Test(limits, workspace_over_max_alloc_via_device_buffers)
@@ -175,6 +176,7 @@ Test(limits, workspace_over_max_alloc_via_device_buffers)
         cr_skip_test("x would not fit this device");
     lf_attention_config c;
     lf_attention_config_init(&c, D, heads, n, 16);
+    c.proj_kind = LF_PROJ_MEAN_POOL;
     lf_attention *layer = NULL;
     cr_assert_eq(lf_attention_create(ctx, &c, NULL, &layer), LF_OK, "%s", lf_context_last_error(ctx));
     cr_assert_eq(lf_attention_init_random(layer, lf_test_seed()), LF_OK);

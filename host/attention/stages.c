@@ -62,20 +62,27 @@ size_t lf__scores_budget(const lf_device_info *device)
     return budget / 2;
 }
 
-/* ---- Stage 1: Q, K, V = x W^T + b (only Q when the sequence projection
- * comes first, unless the sequence's own keys are asked for) ---- */
+/* ---- Stage 1: Q, K, V = x W^T + b ---- */
+
+/* The columns of the projected rows: Q|K|V, or only Q when the sequence
+ * projection comes first and the sequence's own keys are not asked for. They
+ * are also the rows' stride, so Q alone lies packed. */
+static size_t projected_width(const lf_plan *pl, bool own_keys)
+{
+    return pl->input_side && !own_keys ? pl->qdim : pl->cols;
+}
 
 static lf_status project_qkv(const lf_pass *p, cl_mem x, bool own_keys)
 {
     const lf_plan *pl = p->plan;
-    const size_t rows = (size_t)p->batch * p->n, C = pl->cols;
-    const size_t width = pl->input_side && !own_keys ? pl->qdim : C;
+    const size_t rows = (size_t)p->batch * p->n, width = projected_width(pl, own_keys);
+    LF_TRY(reserve(p, LF_WS_QKV, rows * width * sizeof(float), width == pl->cols ? "Q|K|V" : "Q"));
     cl_mem qkv = p->ws->buf[LF_WS_QKV];
     lf_gemm_args g = {.trans_b = true, .m = rows, .n = width, .k = pl->cfg.d_model, .alpha = 1.0f,
                       .a = x, .lda = pl->cfg.d_model, .b = p->w->buf[LF_BUF_QKV], .ldb = pl->cfg.d_model,
-                      .c = qkv, .ldc = C, .seq_rows = p->n, .what = width == C ? "gemm qkv" : "gemm q"};
+                      .c = qkv, .ldc = width, .seq_rows = p->n, .what = width == pl->cols ? "gemm qkv" : "gemm q"};
     LF_TRY(lf__gemm(p->ctx, &g, p->tl));
-    const lf_bias_rows_args b = {.y = qkv, .ld = (int)C, .cols = (int)width, .rows = (int)rows,
+    const lf_bias_rows_args b = {.y = qkv, .ld = (int)width, .cols = (int)width, .rows = (int)rows,
                                  .bias = p->w->buf[LF_BUF_B_QKV], .lengths = p->ws->buf[LF_WS_LENGTHS],
                                  .rows_per_seq = p->n,
                                  .has_bias = pl->cfg.bias_q || pl->cfg.bias_k || pl->cfg.bias_v,
@@ -327,19 +334,18 @@ static lf_status prepare(const lf_pass *p)
     const size_t rows = (size_t)p->batch * p->n, lens_bytes = (size_t)p->batch * sizeof(int32_t);
     LF_TRY(reserve(p, LF_WS_LENGTHS, lens_bytes, "lengths"));
     if (!p->lengths_ready) LF_TRY(lf__upload(p->ctx, p->ws->buf[LF_WS_LENGTHS], 0, p->lengths, lens_bytes));
-    LF_TRY(reserve(p, LF_WS_QKV, rows * pl->cols * sizeof(float), "Q|K|V"));
     return reserve(p, LF_WS_ATTENTION, rows * pl->qdim * sizeof(float), "attention output");
 }
 
 lf_status lf__attention_heads(const lf_pass *p, cl_mem x)
 {
     const lf_plan *pl = p->plan;
-    const size_t n = p->n, C = pl->cols, q = pl->qdim;
+    const size_t n = p->n, q = pl->qdim, width = projected_width(pl, false);
     LF_TRY(prepare(p));
     LF_TRY(project_qkv(p, x, false));
     lf_view keys, values;
     LF_TRY(keys_values(p, x, &keys, &values));
-    const lf_view queries = {p->ws->buf[LF_WS_QKV], 0, (int)C, n * C};
+    const lf_view queries = {p->ws->buf[LF_WS_QKV], 0, (int)width, n * width};
     const lf_view out = {p->ws->buf[LF_WS_ATTENTION], 0, (int)q, n * q};
     const int key_count = pl->linformer ? pl->cfg.k : 0;
     return pl->tiled ? attend_tiled(p, queries, keys, values, out, key_count)
