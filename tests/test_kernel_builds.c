@@ -64,7 +64,6 @@ Test(kernel_builds, no_build_log_has_a_warning)
     build("layernorm.cl", "layernorm_rows", " -DWG=128");
     build("layernorm.cl", "layernorm_rows_cpu", "");
     build("embedding.cl", "embed_tokens", "");
-    build("causal_pv.cl", "causal_pv_diagonal", "");
     for (int max = 0; max <= 1; max++) {
         snprintf(opts, sizeof opts, "-DWINDOW_MAX=%d", max);
         build("seq_project.cl", "seq_project_window", opts);

@@ -39,7 +39,6 @@ Test(kernels, each_file_compiles_with_its_defaults)
                                            {"softmax.cl", "softmax_rows", ""},
                                            {"softmax.cl", "softmax_rows_cpu", ""},
                                            {"seq_project.cl", "seq_project_window", ""},
-                                           {"causal_pv.cl", "causal_pv_diagonal", ""},
                                            {"activation.cl", "bias_rows", ""},
                                            {"activation.cl", "bias_rows", "-DVW=16 -DRUN=4"},
                                            {"activation.cl", "copy_floats", ""},
@@ -203,63 +202,6 @@ Test(kernels, bias_rows_grid)
                 bias_case(3, shapes[i][0], shapes[i][1], shapes[i][2], flags & 1, flags & 2, &rng);
     }
     unsetenv("LINFORMER_KERNEL_PARAMS");
-}
-
-/* ---- causal_pv_diagonal ---- */
-
-/* `heads` blocks of [rows, ld] weights, values [rows, v_ld] and outputs
- * [rows, o_ld] at their own strides; o past the first block holds what the
- * GEMMs of earlier keys wrote (random here), within it poison. Every weight
- * the kernel must not read (keys before a row's block, the GEMMs' share, and
- * after the row itself) and the value row past the last are NaN. */
-static void causal_pv_case(int heads, int rows, int block, int d_head, int ld, uint64_t *rng)
-{
-    const int v_ld = d_head + 3, o_ld = d_head * heads + 1;
-    const size_t p_h = (size_t)rows * ld + 5, v_h = (size_t)(rows + 1) * v_ld, p_total = heads * p_h,
-                 v_total = heads * v_h, o_total = (size_t)rows * o_ld;
-    float *pw = lf_test_random(p_total, rng, 0.0f, 1.0f), *v = lf_test_random(v_total, rng, -1.0f, 1.0f);
-    float *o = lf_test_random(o_total, rng, -1.0f, 1.0f), *out = malloc(o_total * sizeof *out);
-    double *ref = malloc(o_total * sizeof *ref);
-    for (int h = 0; h < heads; h++) {
-        for (int c = 0; c < d_head; c++) v[h * v_h + (size_t)rows * v_ld + c] = NAN;
-        for (int i = 0; i < rows; i++)
-            for (int j = 0; j < ld; j++)
-                if (j < i / block * block || j > i) pw[5 + h * p_h + (size_t)i * ld + j] = NAN;
-    }
-    for (int i = 0; i < block && i < rows; i++)
-        for (int c = 0; c < o_ld; c++) o[(size_t)i * o_ld + c] = c < d_head * heads ? NAN : o[(size_t)i * o_ld + c];
-    for (size_t x = 0; x < o_total; x++) ref[x] = o[x];
-    for (int h = 0; h < heads; h++)
-        for (int i = 0; i < rows; i++)
-            for (int c = 0; c < d_head; c++) {
-                const int r0 = i / block * block;
-                double acc = 0;
-                for (int j = r0; j <= i; j++)
-                    acc += (double)pw[5 + h * p_h + (size_t)i * ld + j] * v[h * v_h + (size_t)j * v_ld + c];
-                double *r = &ref[(size_t)i * o_ld + h * d_head + c];
-                *r = r0 > 0 ? *r + acc : acc;
-            }
-    cl_mem pb = lf_test_upload(ctx, pw, p_total * sizeof *pw), vb = lf_test_upload(ctx, v, v_total * sizeof *v);
-    cl_mem ob = lf_test_upload(ctx, o, o_total * sizeof *o);
-    const lf_causal_pv_args a = {.p = pb, .p_off = 5, .p_hstride = p_h, .p_ld = ld, .v = vb, .v_off = 0,
-                                 .v_hstride = v_h, .v_ld = v_ld, .o = ob, .o_off = 0, .o_hstride = (size_t)d_head,
-                                 .o_ld = o_ld, .block = block, .d_head = d_head, .rows = rows, .heads = heads};
-    cr_assert_eq(lf__launch_causal_pv(ctx, &a, NULL), LF_OK, "%s", lf_context_last_error(ctx));
-    lf_test_poison(out, o_total);
-    lf_test_download(ctx, ob, out, o_total);
-    cr_expect_leq(lf_test_rel_err(out, ref, o_total), TOL, "causal_pv heads %d rows %d block %d d_head %d ld %d",
-                  heads, rows, block, d_head, ld);
-    lf__release(&pb), lf__release(&vb), lf__release(&ob);
-    free(pw), free(v), free(o), free(out), free(ref);
-}
-
-/* Rows in one block and in several, a last block cut short, one head or three. */
-Test(kernels, causal_pv_diagonal_grid)
-{
-    uint64_t rng = lf_test_seed();
-    static const int shapes[][5] = {{1, 1, 64, 1, 1}, {1, 7, 64, 8, 9}, {3, 61, 16, 24, 70}, {2, 173, 64, 64, 180}};
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-        causal_pv_case(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], shapes[i][4], &rng);
 }
 
 /* ---- seq_project_window: pooling and convolution ---- */

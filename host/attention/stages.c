@@ -272,31 +272,6 @@ static lf_status scores_chunk(const lf_pass *p, size_t nk, size_t *chunk)
 
 /* Scores in memory: per sequence and chunk of heads, S = scale Q K^T [n, nk],
  * masked softmax, O = P V. key_count 0 = the sequence's own keys (dense). */
-/* Causal P V (`pv` over the len valid rows and keys) without reading a
- * weight a query must not see: per block of LF_CAUSAL_PV_BLOCK rows, a GEMM
- * over the keys before the block, which its rows all see, then the block's
- * own triangle in causal_pv.cl. The masked weights are 0, but a GEMM over
- * them would still add 0 x inf = NaN from an inf in a later value row. */
-#define LF_CAUSAL_PV_BLOCK 64
-static lf_status causal_pv(const lf_pass *p, const lf_gemm_args *pv)
-{
-    const size_t rows = pv->m, block = LF_CAUSAL_PV_BLOCK;
-    for (size_t r0 = block; r0 < rows; r0 += block) {
-        lf_gemm_args g = *pv;
-        g.m = rows - r0 < block ? rows - r0 : block;
-        g.k = r0;
-        g.a_off = pv->a_off + r0 * pv->lda;
-        g.c_off = pv->c_off + r0 * pv->ldc;
-        LF_TRY(lf__gemm(p->ctx, &g, p->tl));
-    }
-    const lf_causal_pv_args d = {.p = pv->a, .p_off = pv->a_off, .p_hstride = pv->a_stride, .p_ld = (int)pv->lda,
-                                 .v = pv->b, .v_off = pv->b_off, .v_hstride = pv->b_stride, .v_ld = (int)pv->ldb,
-                                 .o = pv->c, .o_off = pv->c_off, .o_hstride = pv->c_stride, .o_ld = (int)pv->ldc,
-                                 .block = (int)block, .d_head = (int)pv->n, .rows = (int)rows,
-                                 .heads = (int)pv->batch};
-    return lf__launch_causal_pv(p->ctx, &d, p->tl);
-}
-
 static lf_status attend_gemm(const lf_pass *p, lf_view q, lf_view k, lf_view v, lf_view o, int key_count)
 {
     const lf_plan *pl = p->plan;
@@ -328,7 +303,7 @@ static lf_status attend_gemm(const lf_pass *p, lf_view q, lf_view k, lf_view v, 
                                .b = v.buf, .b_off = v.off + b * v.bstride + kvh0 * dh, .ldb = v.ld,
                                .b_stride = kv_step, .c = o.buf, .c_off = o.off + b * o.bstride + h0 * dh,
                                .ldc = o.ld, .c_stride = dh, .batch = hc, .what = "gemm pv"};
-            LF_TRY(pl->cfg.causal ? causal_pv(p, &pv) : lf__gemm(p->ctx, &pv, p->tl));
+            LF_TRY(lf__gemm(p->ctx, &pv, p->tl));
         }
     }
     return LF_OK;

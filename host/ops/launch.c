@@ -135,20 +135,6 @@ lf_status lf__launch_softmax_rows(lf_context *ctx, const lf_softmax_rows_args *a
     return lf__launch(ctx, k, "softmax_rows", 2, global, local, t);
 }
 
-lf_status lf__launch_causal_pv(lf_context *ctx, const lf_causal_pv_args *a, lf_timeline *t)
-{
-    cl_kernel k;
-    LF_TRY(lf__kernel(ctx, "causal_pv.cl", "", "causal_pv_diagonal", &k));
-    const cl_ulong p_off = a->p_off, p_h = a->p_hstride, v_off = a->v_off, v_h = a->v_hstride, o_off = a->o_off,
-                   o_h = a->o_hstride;
-    LF_TRY(set_args(ctx, k, "causal_pv_diagonal",
-                    ARGS(ARG(a->p), ARG(p_off), ARG(a->p_ld), ARG(p_h), ARG(a->v), ARG(v_off), ARG(a->v_ld), ARG(v_h),
-                         ARG(a->o), ARG(o_off), ARG(a->o_ld), ARG(o_h), ARG(a->block), ARG(a->d_head),
-                         ARG(a->rows))));
-    const size_t global[3] = {(size_t)a->d_head, (size_t)a->rows, (size_t)a->heads};
-    return lf__launch(ctx, k, "causal_pv_diagonal", 3, global, NULL, t);
-}
-
 lf_status lf__launch_bias_rows(lf_context *ctx, const lf_bias_rows_args *a, lf_timeline *t)
 {
     if (!a->has_bias && !a->mask) return LF_OK;

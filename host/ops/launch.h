@@ -68,18 +68,6 @@ typedef struct {
 } lf_softmax_rows_args;
 lf_status lf__launch_softmax_rows(lf_context *ctx, const lf_softmax_rows_args *a, lf_timeline *t);
 
-/* cl/causal_pv.cl: the diagonal blocks of causal P V for `heads` blocks of
- * [rows, ld] weights p (head h at p_off + h p_hstride, and likewise v and o):
- * row i adds p[i, j] v[j] for j from the start of its block of `block` rows
- * to i, into o past the first block (written there before), as o within it. */
-typedef struct {
-    cl_mem p, v, o;
-    size_t p_off, p_hstride, v_off, v_hstride, o_off, o_hstride;
-    int p_ld, v_ld, o_ld;
-    int block, d_head, rows, heads;
-} lf_causal_pv_args;
-lf_status lf__launch_causal_pv(lf_context *ctx, const lf_causal_pv_args *a, lf_timeline *t);
-
 /* cl/activation.cl: y[r, c] += bias[b_off + c]; with mask, rows past their
  * sequence's length (rows_per_seq rows a sequence) become 0. */
 typedef struct {
