@@ -61,7 +61,6 @@ Test(causal, equals_the_reference)
     }
 }
 
-/* Rows 0..i of y, for x and for x with every row after i redrawn, bit for bit. */
 /* Rows 0..i of every sequence keep their bits when the rows after i change;
  * with `nan`, row i + 1 also holds a NaN (the fused kernels add only the keys
  * a query sees; dense mode's P V GEMM would add 0 x NaN). */

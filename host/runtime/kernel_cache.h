@@ -1,6 +1,7 @@
 /*
  * kernel_cache.h - the disk cache of kernel binaries (kernel_cache.c), and
- * reading a whole regular file, which the kernel sources use too.
+ * reading a whole regular file, which the kernel sources use too (with the
+ * name of what a path holds when it is not one, for messages).
  */
 #ifndef LF_KERNEL_CACHE_H
 #define LF_KERNEL_CACHE_H
