@@ -28,6 +28,10 @@
  *     replace it), or give each thread its own context.
  *   - Contexts may be created and freed on any thread: the kept OpenCL
  *     contexts are taken and given back under a lock of their own.
+ *   - CLBlast keeps process-wide caches without locks of its own: every call
+ *     into it, from any context, holds one process-wide lock, so GEMMs on
+ *     CLBlast are enqueued one at a time across contexts (their first call
+ *     on a device, which compiles, holds it for as long).
  *   - An object (layer, projection, model) must not be freed while another thread uses it.
  */
 #ifndef LINFORMER_H

@@ -2,6 +2,7 @@
  * libraries) against a double-precision triple loop: odd shapes, offsets,
  * transposes, batches. */
 #include <criterion/criterion.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -391,6 +392,11 @@ Test(gemm, rate_of_each_backend)
         cr_expect_gt(gflops, 0.0, "%s: %g GFLOP/s", backends[be_].name, gflops);
         cr_expect_eq(lf_gemm_rate(ctx, 0, 4, 4, &gflops), LF_ERR_ARGUMENT);
         cr_expect_neq(strstr(lf_context_last_error(ctx), "positive"), NULL, "%s", lf_context_last_error(ctx));
+        /* sizes whose products pass SIZE_MAX: refused before anything is allocated */
+        cr_expect_eq(lf_gemm_rate(ctx, (size_t)1 << 61, 1, 2, &gflops), LF_ERR_ARGUMENT);
+        cr_expect_eq(lf_gemm_rate(ctx, INT_MAX, INT_MAX, INT_MAX, &gflops), LF_ERR_OUT_OF_MEMORY, "%s",
+                     lf_context_last_error(ctx));
+        cr_expect_eq(lf_gemm_rate(ctx, 67, 45, 33, &gflops), LF_OK, "usable after: %s", lf_context_last_error(ctx));
         cr_expect_eq(lf_gemm_rate(ctx, 4, 4, 4, NULL), LF_ERR_ARGUMENT);
     }
     cr_expect_eq(lf_gemm_rate(NULL, 4, 4, 4, NULL), LF_ERR_ARGUMENT);

@@ -6,6 +6,8 @@
  *     shapes, so the workspace regrows under them) concurrently; the context's
  *     lock serialises them and every result is the one the thread gets alone,
  *     bit for bit, and matches the double-precision reference.
+ *   - Threads opening contexts at once in a fresh process, and freeing them
+ *     while others run, get the bits of the same forwards run alone.
  * Threads only record what they got; the assertions run on the test's thread.
  */
 #include <criterion/criterion.h>
@@ -171,6 +173,50 @@ Test(threads, a_context_per_thread)
         free(x), free(alone), free(ref);
         weights_free(&w);
     }
+}
+
+/* Threads that open their contexts and run their first GEMMs at once, in a
+ * process that has run none before (each test is a process of its own), then
+ * free their contexts while others still run: on CLBlast they fill and clear
+ * its caches under each other (AddressSanitizer, in the robustness checks,
+ * sees any use of a freed entry). Each thread gets the bits of its forward
+ * run alone afterwards. */
+Test(threads, contexts_opened_at_once_from_a_cold_start)
+{
+    const int batch = 2, n = 53;
+    const int32_t lens[] = {53, 31};
+    const size_t count = (size_t)batch * n * D;
+    uint64_t rng = lf_test_seed();
+    weights w[THREADS];
+    for (int i = 0; i < THREADS; i++) weights_make(&w[i], (lf_mode)(LF_MODE_LINFORMER + i % 3), &rng);
+    float *x = malloc(count * sizeof *x), *alone = malloc(count * sizeof *alone);
+    lf_test_fill(x, count, &rng, -1, 1);
+
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, THREADS);
+    job jobs[THREADS];
+    pthread_t t[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        jobs[i] = (job){.w = &w[i], .x = x, .batch = batch, .n = n, .lens = lens, .start = &start};
+        cr_assert_eq(pthread_create(&t[i], NULL, run, &jobs[i]), 0);
+    }
+    join_all(jobs, t, THREADS);
+    for (int i = 0; i < THREADS; i++) {
+        lf_context *ctx = lf_test_context();
+        lf_attention *layer = layer_make(ctx, &w[i]);
+        cr_assert_not_null(layer, "%s", lf_context_last_error(ctx));
+        lf_test_poison(alone, count);
+        cr_assert_eq(lf_attention_forward(layer, x, alone, batch, n, lens), LF_OK, "%s", lf_context_last_error(ctx));
+        for (int r = 0; r < REPEATS; r++) {
+            expect_same_bits(jobs[i].y[r], alone, count, lf_mode_name(w[i].cfg.mode), i, r);
+            free(jobs[i].y[r]);
+        }
+        lf_attention_free(layer);
+        lf_context_free(ctx);
+        weights_free(&w[i]);
+    }
+    pthread_barrier_destroy(&start);
+    free(x), free(alone);
 }
 
 Test(threads, one_context_and_layer_shared)

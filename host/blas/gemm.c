@@ -11,6 +11,7 @@
 #include <cblas.h>
 #include <clblast_c.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,14 +104,18 @@ static lf_status gemm_clblast(lf_context *ctx, const lf_gemm_args *g, lf_timelin
     /* per-sequence row GEMMs stay batched even for one sequence: CLBlast's
      * batched kernels differ from its single one */
     if (g->batch <= 1 && !g->seq_rows) {
+        pthread_mutex_lock(&lf__clblast_lock);
         s = CLBlastSgemm(CLBlastLayoutRowMajor, ta, tb, g->m, g->n, g->k, g->alpha, g->a, g->a_off,
                          g->lda, g->b, g->b_off, g->ldb, g->beta, g->c, g->c_off, g->ldc, &q,
                          lf__event(t));
+        pthread_mutex_unlock(&lf__clblast_lock);
     } else {
         lf_gemm_args p = *g;
         cl_mem packed = NULL;
         LF_TRY(pack_b(ctx, &p, &packed));
+        pthread_mutex_lock(&lf__clblast_lock);
         s = strided_batched(ctx, &p, t);
+        pthread_mutex_unlock(&lf__clblast_lock);
         lf__release(&packed); /* the queued GEMM holds it until it has run */
     }
     if (s != CLBlastSuccess) {
@@ -391,8 +396,15 @@ lf_status lf_gemm_rate(lf_context *ctx, size_t m, size_t n, size_t k, double *gf
 {
     if (!ctx) return LF_ERR_ARGUMENT;
     if (!gflops) return lf__fail(ctx, LF_ERR_ARGUMENT, "gflops is NULL");
-    if (m == 0 || n == 0 || k == 0)
-        return lf__fail(ctx, LF_ERR_ARGUMENT, "GEMM sizes must be positive, got m %zu, n %zu, k %zu", m, n, k);
+    if (m == 0 || n == 0 || k == 0 || m > INT_MAX || n > INT_MAX || k > INT_MAX)
+        return lf__fail(ctx, LF_ERR_ARGUMENT, "GEMM sizes must be positive, at most %d, got m %zu, n %zu, k %zu",
+                        INT_MAX, m, n, k);
+    /* Each of A, B, C and the host copy of the larger of A and B in bytes a size_t
+     * (always so with 64 bits). */
+    const size_t most = SIZE_MAX / sizeof(float);
+    if (k > most / (m > n ? m : n) || n > most / m)
+        return lf__fail(ctx, LF_ERR_OUT_OF_MEMORY, "a GEMM of m %zu, n %zu, k %zu has matrices past the address space",
+                        m, n, k);
     if (!ctx->profiling)
         return lf__fail(ctx, LF_ERR_UNSUPPORTED, "the queue was created without CL_QUEUE_PROFILING_ENABLE");
     pthread_mutex_lock(&ctx->lock);

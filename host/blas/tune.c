@@ -97,11 +97,22 @@ static bool random_set(int kernel, const lf_device_info *d, uint64_t *rng, size_
 static lf_status apply(lf_context *ctx, int kernel, const size_t *values)
 {
     const lf_space *s = &spaces[kernel];
+    pthread_mutex_lock(&lf__clblast_lock);
     CLBlastStatusCode st = CLBlastOverrideParameters(ctx->device, s->kernel, CLBlastPrecisionSingle,
                                                      (size_t)s->count, (const char **)s->names, values);
+    pthread_mutex_unlock(&lf__clblast_lock);
     if (st != CLBlastSuccess)
         return lf__fail(ctx, LF_ERR_BLAS, "CLBlast refused the parameters of %s (status %d)", s->kernel, (int)st);
     return LF_OK;
+}
+
+/* Drops CLBlast's compiled programs, so that the next GEMM builds the
+ * parameters now in force. */
+static void clear_programs(void)
+{
+    pthread_mutex_lock(&lf__clblast_lock);
+    CLBlastClearCache();
+    pthread_mutex_unlock(&lf__clblast_lock);
 }
 
 /* ---- The stored entry ---- */
@@ -253,7 +264,7 @@ static double cost(lf_context *ctx, const size_t (*shapes)[3], int count, double
         else
             total += 2.0 * (double)shapes[i][0] * shapes[i][1] * shapes[i][2] / (gflops * 1e6);
     }
-    if (clear) CLBlastClearCache();
+    if (clear) clear_programs();
     return total;
 }
 
@@ -288,7 +299,7 @@ static double try_set(lf_tuner *t, const size_t (*shapes)[3], int nshapes, doubl
     const double full_s = small * 1e-3 * 3 * flops(shapes, nshapes) / flops(probe, 1); /* 3 runs a shape */
     double ms = small;
     if (small < 1e300) ms = now_s() + full_s < until ? cost(t->ctx, shapes, nshapes, limit, false) : -1;
-    CLBlastClearCache();
+    clear_programs();
     return ms;
 }
 

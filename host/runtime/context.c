@@ -24,6 +24,7 @@ static struct idle_cl {
 } idle[LF_IDLE_CONTEXTS];
 static size_t idle_count;
 static pthread_mutex_t idle_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t lf__clblast_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Takes a kept cl_context and queue of ctx's device into ctx; false if none. */
 static bool idle_take(lf_context *ctx)
@@ -172,7 +173,9 @@ void lf__context_release(lf_context *ctx)
     lf__programs_free(ctx);
     if (!(ctx->own && ctx->cl && healthy && idle_put(ctx))) {
         /* Releasing a cl_context: CLBlast's programs must let go of it (see idle). */
+        pthread_mutex_lock(&lf__clblast_lock);
         CLBlastClearCache();
+        pthread_mutex_unlock(&lf__clblast_lock);
         if (ctx->queue) clReleaseCommandQueue(ctx->queue);
         if (ctx->cl) clReleaseContext(ctx->cl);
     }

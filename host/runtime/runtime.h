@@ -71,6 +71,10 @@ lf_status lf__context_wrap(cl_context context, cl_command_queue queue, lf_contex
                            size_t errbuf_size);
 void lf__context_retain(lf_context *ctx);
 void lf__context_release(lf_context *ctx); /* frees it with the last reference */
+/* CLBlast 1.5 fills its caches (compiled programs, its device database)
+ * without locks of its own, and contexts on different threads share them:
+ * every call into CLBlast, from any context, holds this process-wide mutex. */
+extern pthread_mutex_t lf__clblast_lock;
 
 /* ---- Devices (device.c) ---- */
 /* Fills info from an OpenCL device; indices are set by the caller. */
