@@ -317,8 +317,8 @@ LF_API const char *lf_host_blas_core(const char **faster);
  * The context's GEMM rate, the yardstick for the layer's GFLOP/s: the median
  * GFLOP/s (2 m n k flops) of five C = A B^T with A [m, k], B [n, k] on the
  * context's backend after one warm-up, timed with profiling events (a queue
- * without profiling gives LF_ERR_UNSUPPORTED). Allocates and frees its own
- * buffers.
+ * without profiling gives LF_ERR_UNSUPPORTED). m, n and k are 1 to INT_MAX.
+ * Allocates and frees its own buffers.
  */
 LF_API lf_status lf_gemm_rate(lf_context *ctx, size_t m, size_t n, size_t k, double *gflops);
 

@@ -261,6 +261,24 @@ Test(kernel_params, override_changes_what_a_layer_runs)
     unsetenv("LINFORMER_KERNEL_PARAMS");
 }
 
+/* The largest groups the override takes, with wide heads: a CPU runtime
+ * keeps a group's private arrays on one thread's stack (both crashed at 8 MiB
+ * of them), so the launch lowers TQ there; the output stays exact. */
+Test(kernel_params, the_largest_groups_run_with_wide_heads)
+{
+    static const char *texts[] = {"variant=cpu,tq=4096", "variant=gpu,tq=4096", "variant=cpu,tq=256"};
+    static const int d_models[] = {64, 64, 256};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        setenv("LINFORMER_KERNEL_PARAMS", texts[i], 1);
+        lf_case c = {.batch = 2, .n = 130, .lengths = (const int32_t[]){130, 77}};
+        lf_attention_config_init(&c.cfg, d_models[i], 1, 130, 16);
+        c.cfg.path = LF_PATH_FUSED;
+        const double e = lf_case_run(ctx, &c);
+        cr_expect_leq(e, TOL, "%s, d_head %d: relative error %.3g", texts[i], d_models[i], e);
+    }
+    unsetenv("LINFORMER_KERNEL_PARAMS");
+}
+
 /* A model takes the override too: its LayerNorm's group and its layers' tiles. */
 Test(kernel_params, override_reaches_a_model)
 {

@@ -455,7 +455,7 @@ Test(kernels, work_groups_fit_local_memory)
     for (size_t f = 0; f < 2; f++) {
         cl_kernel k = NULL;
         size_t wg = 0;
-        cr_assert_eq(lf__kernel_sized(ctx, files[f][0], "", files[f][1], "WG", 256, 1, &k, &wg), LF_OK, "%s",
+        cr_assert_eq(lf__kernel_sized(ctx, files[f][0], "", files[f][1], "WG", 256, 1, 0, &k, &wg), LF_OK, "%s",
                      lf_context_last_error(ctx));
         cl_ulong local = 0;
         cr_assert_eq(clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_LOCAL_MEM_SIZE, sizeof local, &local, NULL),

@@ -94,9 +94,13 @@ lf_status lf__launch_attention_tiled(lf_context *ctx, const lf_attention_tiled_a
                               tiles->tile_keys, a->d_head % 4 == 0 ? 4 : 1, a->causal, blk, qv);
     if (blk > 1 && tiles->key_block > 0)
         snprintf(opts + used, sizeof opts - (size_t)used, " -DKB=%d", tiles->key_block);
+    /* a work-item's private arrays: for each of its QB QV queries a row of
+     * queries and of sums (2 DH floats) and a tile's TK scores */
+    const size_t item_bytes = (size_t)blk * qv * (2 * (size_t)a->d_head + (size_t)tiles->tile_keys) * sizeof(float);
     cl_kernel k;
     size_t tq = 1;
-    LF_TRY(lf__kernel_sized(ctx, "attention.cl", opts, "attention_tiled", "TQ", tiles->tile_queries, 1, &k, &tq));
+    LF_TRY(lf__kernel_sized(ctx, "attention.cl", opts, "attention_tiled", "TQ", tiles->tile_queries, 1, item_bytes,
+                            &k, &tq));
     const cl_ulong qo = a->q.off, ko = a->k.off, vo = a->v.off, oo = a->o.off;
     const cl_ulong qb = a->q.bstride, kb = a->k.bstride, vb = a->v.bstride, ob = a->o.bstride;
     const int window = a->window > 0 ? a->window : 1;
@@ -126,7 +130,7 @@ lf_status lf__launch_softmax_rows(lf_context *ctx, const lf_softmax_rows_args *a
     cl_kernel k;
     size_t wg = 1;
     if (cpu) LF_TRY(lf__kernel(ctx, "softmax.cl", "", name, &k));
-    else LF_TRY(lf__kernel_sized(ctx, "softmax.cl", "", name, "WG", (size_t)kp->softmax_group, 1, &k, &wg));
+    else LF_TRY(lf__kernel_sized(ctx, "softmax.cl", "", name, "WG", (size_t)kp->softmax_group, 1, 0, &k, &wg));
     const int causal = a->causal, count = (int)rows;
     LF_TRY(set_args(ctx, k, name, ARGS(ARG(a->scores), ARG(a->ld), ARG(a->n_rows), ARG(a->rows_valid),
                                        ARG(a->cols_valid), ARG(causal), ARG(count))));
@@ -171,7 +175,7 @@ lf_status lf__launch_layernorm(lf_context *ctx, const lf_layernorm_args *a, lf_t
     cl_kernel k;
     size_t wg = 1;
     if (cpu) LF_TRY(lf__kernel(ctx, "layernorm.cl", "", "layernorm_rows_cpu", &k));
-    else LF_TRY(lf__kernel_sized(ctx, "layernorm.cl", "", "layernorm_rows", "WG", (size_t)kp->layernorm_group, 1,
+    else LF_TRY(lf__kernel_sized(ctx, "layernorm.cl", "", "layernorm_rows", "WG", (size_t)kp->layernorm_group, 1, 0,
                                  &k, &wg));
     const int has_r = a->has_r, write_sum = a->write_sum;
     const cl_mem r = a->r ? a->r : a->x; /* never read without has_r */

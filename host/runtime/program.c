@@ -237,10 +237,19 @@ lf_status lf__kernel(lf_context *ctx, const char *file, const char *options, con
     return LF_OK;
 }
 
+/* A CPU runtime runs a work-group on one worker thread and keeps its
+ * work-items' private arrays on that thread's stack: PoCL and Intel's runtime
+ * both crashed on the attention kernel's groups of 8 MiB and more (1024
+ * work-items of 16 KiB), while reporting 1 KiB of private memory a work-item.
+ * Groups are kept well within the smallest usual stack. */
+#define LF_CPU_GROUP_PRIVATE_BYTES ((size_t)1 << 20)
+
 /* Whether built kernel k can run in work-groups of `items` work-items: the
- * kernel's own limit, and the local memory it takes (its local arrays are
- * sized by its build options) within the device's. */
-static lf_status group_fits(lf_context *ctx, cl_kernel k, size_t items, bool *fits, cl_ulong *local)
+ * kernel's own limit, the local memory it takes (its local arrays are sized
+ * by its build options) within the device's, and on a CPU the private bytes
+ * of the group within LF_CPU_GROUP_PRIVATE_BYTES. */
+static lf_status group_fits(lf_context *ctx, cl_kernel k, size_t items, size_t item_bytes, bool *fits,
+                            cl_ulong *local)
 {
     size_t allowed = 0;
     LF_CL_CHECK(ctx, clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof allowed, &allowed,
@@ -248,12 +257,14 @@ static lf_status group_fits(lf_context *ctx, cl_kernel k, size_t items, bool *fi
                 "clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)");
     LF_CL_CHECK(ctx, clGetKernelWorkGroupInfo(k, ctx->device, CL_KERNEL_LOCAL_MEM_SIZE, sizeof *local, local, NULL),
                 "clGetKernelWorkGroupInfo(CL_KERNEL_LOCAL_MEM_SIZE)");
-    *fits = items <= allowed && *local <= ctx->info.local_mem_bytes;
+    *fits = items <= allowed && *local <= ctx->info.local_mem_bytes &&
+            (ctx->info.type != LF_DEVICE_CPU || items * item_bytes <= LF_CPU_GROUP_PRIVATE_BYTES);
     return LF_OK;
 }
 
 lf_status lf__kernel_sized(lf_context *ctx, const char *file, const char *options, const char *name,
-                           const char *macro, size_t want, int dims, cl_kernel *out, size_t *size)
+                           const char *macro, size_t want, int dims, size_t item_bytes, cl_kernel *out,
+                           size_t *size)
 {
     /* start from what the device allows at all */
     size_t s = 1;
@@ -264,13 +275,14 @@ lf_status lf__kernel_sized(lf_context *ctx, const char *file, const char *option
         LF_TRY(lf__kernel(ctx, file, opts, name, out));
         bool fits = false;
         cl_ulong local = 0;
-        LF_TRY(group_fits(ctx, *out, dims == 1 ? s : s * s, &fits, &local));
+        LF_TRY(group_fits(ctx, *out, dims == 1 ? s : s * s, item_bytes, &fits, &local));
         if (fits) break;
         if (s == 1)
             return lf__fail(ctx, LF_ERR_UNSUPPORTED,
-                            "%s (%s) needs %llu bytes of local memory even in work-groups of one; the device has "
-                            "%llu",
-                            name, opts, (unsigned long long)local, (unsigned long long)ctx->info.local_mem_bytes);
+                            "%s (%s) does not run even in work-groups of one: it needs %llu bytes of local memory "
+                            "(the device has %llu) and %zu private bytes a work-item",
+                            name, opts, (unsigned long long)local, (unsigned long long)ctx->info.local_mem_bytes,
+                            item_bytes);
     }
     *size = s;
     return LF_OK;

@@ -136,11 +136,14 @@ lf_status lf__kernel(lf_context *ctx, const char *file, const char *options,
                      const char *name, cl_kernel *out);
 /* The same, for a kernel whose work-group size is the build option `macro`:
  * tries want, want/2, ... until the built kernel allows a group of that size
- * to the power `dims` (a TILE x TILE group has dims 2) and its local memory at
- * that size fits the device's; *size gets it. Every launcher of a kernel with
- * local memory sizes its groups here; the others let the runtime choose. */
+ * to the power `dims` (a TILE x TILE group has dims 2), its local memory at
+ * that size fits the device's and, on a CPU, the group's private arrays
+ * (item_bytes a work-item, as the caller counts them) stay within a worker
+ * thread's stack; *size gets it. Every launcher of a kernel with local memory
+ * or sized groups sizes them here; the others let the runtime choose. */
 lf_status lf__kernel_sized(lf_context *ctx, const char *file, const char *options, const char *name,
-                           const char *macro, size_t want, int dims, cl_kernel *out, size_t *size);
+                           const char *macro, size_t want, int dims, size_t item_bytes, cl_kernel *out,
+                           size_t *size);
 void lf__programs_free(lf_context *ctx);
 /* The options a kernel is built with: its own, after -cl-std=CL1.2 where the
  * device compiles OpenCL C 1.2 or later, so that the kernels keep to 1.2 (the
