@@ -11,6 +11,11 @@ mixed in. At the end a SIGTERM must stop the server once the requests in
 flight are answered. Prints requests/s, p50 and p99 latency and the batch
 sizes Triton formed; exits 1 on any mismatch, failed good request or
 unanswered bad one. Every loop is bounded in count and time.
+
+With --grpc-only the server runs with --no-http: every client speaks gRPC,
+the HTTP port must refuse connections, and SIGTERM must end the server with
+status 0 (the bad requests, the mixed batch and the statistics, which go
+through HTTP, are left out).
 """
 import argparse
 import json
@@ -64,18 +69,26 @@ class Server:
                    "--exit-timeout-s", str(args.exit_timeout_s)]
         if args.device:
             command += ["--device", args.device]
+        if args.grpc_only:
+            command += ["--no-http"]
         self.log = open(log_path, "w")
         self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
 
-    def wait_ready(self, seconds):
+    def wait_ready(self, seconds, grpc_only=False):
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise SystemExit(f"serve_load: the server exited ({self.process.returncode}): see {self.log.name}")
             try:
+                if grpc_only:
+                    with self.client(grpc) as client:
+                        if client.is_model_ready(self.name):
+                            return client.get_model_config(self.name, as_json=True)["config"]
+                    time.sleep(0.5)
+                    continue
                 urllib.request.urlopen(f"{self.url}/v2/models/{self.name}/ready", timeout=2).close()
                 return get_json(f"{self.url}/v2/models/{self.name}/config")
-            except OSError:
+            except (OSError, InferenceServerException):
                 time.sleep(0.5)
         self.kill()
         raise SystemExit(f"serve_load: the server was not ready in {seconds} s: see {self.log.name}")
@@ -129,7 +142,7 @@ class Load:
 
     def client(self, seed):
         rng = np.random.default_rng(seed)
-        client = self.server.client(grpc if seed % 2 else http)
+        client = self.server.client(grpc if seed % 2 or self.args.grpc_only else http)
         try:
             for _ in range(self.args.requests):
                 if time.monotonic() > self.deadline:
@@ -331,6 +344,7 @@ def parse_args():
     p.add_argument("--seconds", type=float, default=300, help="the load stops sending after this")
     p.add_argument("--exit-timeout-s", type=int, default=120, help="the server's: how long SIGTERM waits")
     p.add_argument("--bad", type=int, default=0, metavar="ROUNDS", help="rounds of every bad request")
+    p.add_argument("--grpc-only", action="store_true", help="serve and send over gRPC alone (the server's --no-http)")
     p.add_argument("--log", default="serve_load.log", help="the server's output")
     return p.parse_args()
 
@@ -346,8 +360,45 @@ def report(load, elapsed, sizes, exact, per_device):
         print(f"serve_load: a good request failed: {failure}")
 
 
+def http_refused(server):
+    try:
+        socket.create_connection((HOST, server.http), timeout=5).close()
+        return False
+    except ConnectionRefusedError:
+        return True
+
+
+def main_grpc_only(args):
+    server = Server(args, args.log)
+    try:
+        config = server.wait_ready(180, grpc_only=True)
+        selectors = config["parameters"]["devices"]["string_value"].split(",")
+        with linformer_cl.load(args.model, device=selectors[0]) as model:
+            info = model.info
+        load = Load(server, info, args)
+        elapsed = load.run()
+        refused = http_refused(server)
+        server.process.send_signal(signal.SIGTERM)
+        status = server.process.wait(timeout=args.exit_timeout_s + 60)
+    finally:
+        server.kill()
+    wrong, per_device = mismatches(load.answers, args.model, selectors)
+    lat = np.array(load.latencies) * 1000 if load.latencies else np.zeros(1)
+    print(f"serve_load: gRPC alone: {len(load.answers)} answers in {elapsed:.1f} s, p50 {np.percentile(lat, 50):.1f} "
+          f"ms, {len(load.answers) - wrong} bit for bit equal to a direct forward ({per_device}); HTTP port "
+          f"{'refused' if refused else 'OPEN'}; SIGTERM: exit status {status}")
+    for failure in load.failures[:5]:
+        print(f"serve_load: a good request failed: {failure}")
+    failed = wrong + len(load.failures) + (not refused) + (status != 0)
+    failed += args.clients * args.requests - len(load.answers) - len(load.failures)  # never sent: deadline
+    print(f"serve_load: {len(load.answers) - wrong + refused + (status == 0)} passed, {failed} failed")
+    return 1 if failed else 0
+
+
 def main():
     args = parse_args()
+    if args.grpc_only:
+        return main_grpc_only(args)
     server = Server(args, args.log)
     try:
         config = server.wait_ready(180)

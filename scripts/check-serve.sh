@@ -4,8 +4,9 @@
 # with a direct forward on the device that gave it, every kind of bad request
 # and clients that hang up while the load goes on, then a SIGTERM with
 # requests in flight. On PoCL alone, with an instance on each device (PoCL
-# and Intel's runtime) and, smaller, on a token model. Installs PyTriton and
-# Triton's client, versions pinned here, into build/pyenv.
+# and Intel's runtime), smaller on a token model, and served over gRPC alone
+# (--no-http). Installs PyTriton and Triton's client, versions pinned here,
+# into build/pyenv.
 set -eu
 cd "$(dirname "$0")/.."
 PYTRITON_VERSION=0.7.0
@@ -25,3 +26,5 @@ load() { $PY bench/serve_load.py --bad 1 --seconds 240 "$@"; }
 load $MODELS/encoder_short.model.safetensors --device pocl --log build/serve-load-pocl.log
 load $MODELS/encoder_short.model.safetensors --device all --log build/serve-load-all.log
 load $MODELS/lm.model.safetensors --device pocl --clients 2 --requests 10 --log build/serve-load-lm.log
+load $MODELS/encoder_short.model.safetensors --device pocl --grpc-only --clients 2 --requests 10 \
+    --log build/serve-load-grpc.log

@@ -35,6 +35,9 @@ def parse_args(argv):
     p.add_argument("--heads", type=int, help="heads, for a file whose metadata does not say")
     p.add_argument("--host", default="127.0.0.1", help="address every endpoint binds to (default 127.0.0.1)")
     p.add_argument("--http-port", type=int, default=8000)
+    p.add_argument("--no-http", action="store_true",
+                   help="serve gRPC alone: Triton's HTTP endpoint ends the server on a JSON request whose declared "
+                        "shape it cannot allocate (README, \"Serving\")")
     p.add_argument("--grpc-port", type=int, default=8001)
     p.add_argument("--metrics-port", type=int, default=8002)
     p.add_argument("--max-batch", type=int, default=8, help="sequences Triton may group into one forward")
@@ -90,8 +93,8 @@ def triton_config(name, path, info, selectors, args):
 
 def check_ports_free(args):
     """Names a port already taken, before Triton's start would stall on it."""
-    for what, port in (("--http-port", args.http_port), ("--grpc-port", args.grpc_port),
-                       ("--metrics-port", args.metrics_port)):
+    ports = [("--grpc-port", args.grpc_port), ("--metrics-port", args.metrics_port)]
+    for what, port in ports if args.no_http else [("--http-port", args.http_port)] + ports:
         with socket.socket() as s:
             try:
                 s.bind((args.host, port))
@@ -110,7 +113,8 @@ def start_triton(args):
     # busy host) would go unanswered. It waits out that timeout instead.
     triton_server.SERVER_OUTPUT_TIMEOUT_SECS = args.exit_timeout_s + EXIT_GRACE_S
     security = TritonSecurityConfig(restricted_endpoints=ENDPOINTS_NEEDING_TOKEN)
-    config = TritonConfig(http_address=args.host, http_port=args.http_port, grpc_address=args.host,
+    config = TritonConfig(allow_http=not args.no_http, http_address=args.host, http_port=args.http_port,
+                          grpc_address=args.host,
                           grpc_port=args.grpc_port, metrics_address=args.host, metrics_port=args.metrics_port,
                           exit_timeout_secs=args.exit_timeout_s)
     triton = Triton(config=config, security_config=security)
@@ -124,12 +128,12 @@ def load_into(args, token, config):
     Not PyTriton's bind(): its models answer a batch with one error for all
     of its requests and cannot mark an input ragged.
     """
-    import tritonclient.http as http
+    import tritonclient.grpc as grpc  # gRPC, which serves with or without --no-http
     from pytriton.client.auth import create_auth_headers
     source = (pathlib.Path(__file__).parent / "triton_model.py").read_bytes()
-    client = http.InferenceServerClient(f"{args.host}:{args.http_port}")
+    client = grpc.InferenceServerClient(f"{args.host}:{args.grpc_port}")
     try:
-        client.load_model(config["name"], headers=create_auth_headers(token, "http"),
+        client.load_model(config["name"], headers=create_auth_headers(token, "grpc"),
                           config=json.dumps(config), files={"file:1/model.py": source})
     finally:
         client.close()
@@ -172,9 +176,9 @@ def main(argv=None):
     except Exception as e:
         triton.stop()
         raise SystemExit(f"linformer-serve: Triton could not load {name}: {e}")
+    http = "" if args.no_http else f"http://{args.host}:{args.http_port}/v2/models/{name}/infer, "
     print(f"linformer-serve: {name} ({info.kind}, d_model {info.d_model}) on {', '.join(selectors)}: "
-          f"http://{args.host}:{args.http_port}/v2/models/{name}/infer, gRPC {args.host}:{args.grpc_port}",
-          flush=True)
+          f"{http}gRPC {args.host}:{args.grpc_port}", flush=True)
     return serve_until_signal(triton)
 
 
