@@ -506,7 +506,9 @@ LF_API lf_status lf_attention_forward(lf_attention *layer, const float *x, float
                                       int batch, int n, const int32_t *lengths);
 
 /* The same on device buffers of this context (at least batch*n*d_model floats);
- * queued in order on the context's queue, returns without waiting. */
+ * queued in order on the context's queue, returns without waiting. x and y
+ * must not overlap (one buffer, or sub-buffers of one whose bytes meet, are
+ * refused); x must not be CL_MEM_WRITE_ONLY, nor y CL_MEM_READ_ONLY. */
 LF_API lf_status lf_attention_forward_cl(lf_attention *layer, cl_mem x, cl_mem y,
                                          int batch, int n, const int32_t *lengths);
 
@@ -804,8 +806,9 @@ LF_API lf_status lf_model_forward(lf_model *model, const float *x, const int64_t
                                   int batch, int n, const int32_t *lengths);
 
 /* The same on device buffers of this context: `in` holds x (f32) or tokens
- * (i64) as the kind says, y the output; queued, returns without waiting
- * (tokens are read back first to check their ids). */
+ * (i64) as the kind says, y the output, apart from each other as for
+ * lf_attention_forward_cl; queued, returns without waiting (tokens are read
+ * back first to check their ids). */
 LF_API lf_status lf_model_forward_cl(lf_model *model, cl_mem in, cl_mem y, int batch, int n,
                                      const int32_t *lengths);
 

@@ -425,7 +425,32 @@ Test(arguments, forward)
         EXPECT_FAIL(LF_ERR_ARGUMENT, "y holds", lf_attention_forward_cl(layer, bx, small, 2, n, NULL));
         EXPECT_FAIL(LF_ERR_ARGUMENT, "another", lf_attention_forward_cl(layer, foreign, by, 2, n, NULL));
         EXPECT_FAIL(LF_ERR_ARGUMENT, "another", lf_attention_forward_cl(layer, bx, foreign, 2, n, NULL));
-        EXPECT_FAIL(LF_ERR_ARGUMENT, "different", lf_attention_forward_cl(layer, bx, bx, 2, n, NULL));
+        EXPECT_FAIL(LF_ERR_ARGUMENT, "overlap", lf_attention_forward_cl(layer, bx, bx, 2, n, NULL));
+        /* sub-buffers of one buffer: overlapping ones refused, apart ones run */
+        cl_device_id dev;
+        cl_uint align_bits = 0;
+        cr_assert_eq(clGetCommandQueueInfo(lf_context_cl_queue(ctx), CL_QUEUE_DEVICE, sizeof dev, &dev, NULL), 0);
+        cr_assert_eq(clGetDeviceInfo(dev, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof align_bits, &align_bits, NULL), 0);
+        const size_t align = align_bits / 8, apart = (bytes + align - 1) / align * align;
+        cl_mem whole = clCreateBuffer(lf_context_cl_context(ctx), CL_MEM_READ_WRITE, 2 * apart, NULL, &err);
+        cl_buffer_region regions[3] = {{0, bytes}, {align, bytes}, {apart, bytes}};
+        cl_mem sub[3];
+        for (int i = 0; i < 3; i++) {
+            sub[i] = clCreateSubBuffer(whole, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &regions[i], &err);
+            cr_assert_eq(err, CL_SUCCESS, "sub-buffer %d", i);
+        }
+        EXPECT_FAIL(LF_ERR_ARGUMENT, "overlap", lf_attention_forward_cl(layer, sub[0], sub[1], 2, n, NULL));
+        EXPECT_FAIL(LF_ERR_ARGUMENT, "overlap", lf_attention_forward_cl(layer, sub[1], sub[0], 2, n, NULL));
+        EXPECT_FAIL(LF_ERR_ARGUMENT, "overlap", lf_attention_forward_cl(layer, whole, sub[2], 2, n, NULL));
+        EXPECT_STATUS(LF_OK, lf_attention_forward_cl(layer, sub[0], sub[2], 2, n, ok));
+        for (int i = 0; i < 3; i++) clReleaseMemObject(sub[i]);
+        clReleaseMemObject(whole);
+        /* an output the device may not write, an input it may not read */
+        cl_mem ro = clCreateBuffer(lf_context_cl_context(ctx), CL_MEM_READ_ONLY, bytes, NULL, &err);
+        cl_mem wr = clCreateBuffer(lf_context_cl_context(ctx), CL_MEM_WRITE_ONLY, bytes, NULL, &err);
+        EXPECT_FAIL(LF_ERR_ARGUMENT, "y is CL_MEM_READ_ONLY", lf_attention_forward_cl(layer, bx, ro, 2, n, NULL));
+        EXPECT_FAIL(LF_ERR_ARGUMENT, "x is CL_MEM_WRITE_ONLY", lf_attention_forward_cl(layer, wr, by, 2, n, NULL));
+        clReleaseMemObject(ro), clReleaseMemObject(wr);
         EXPECT_FAIL(LF_ERR_ARGUMENT, "lengths[1]", lf_attention_forward_cl(layer, bx, by, 2, n, neg));
         EXPECT_FAIL(LF_ERR_ARGUMENT, "max_seq_len", lf_attention_forward_cl(layer, bx, by, 1, c.max_seq_len + 1, NULL));
         EXPECT_STATUS(LF_OK, lf_attention_forward_cl(layer, bx, by, 2, n, ok));

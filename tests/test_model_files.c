@@ -144,6 +144,8 @@ static void bytes_after_forward(const char *path, size_t *weights, size_t *works
     cr_assert_eq(lf_model_forward_cl(m, xb, yb, 2, 32, NULL), LF_OK, "%s", lf_context_last_error(ctx));
     cr_assert_eq(lf__download(ctx, yb, 0, y2, count * sizeof *y2), LF_OK);
     *y_cl_equal = memcmp(y, y2, count * sizeof *y) == 0;
+    cr_expect_eq(lf_model_forward_cl(m, xb, xb, 2, 32, NULL), LF_ERR_ARGUMENT, "in and y the same buffer");
+    cr_expect(strstr(lf_context_last_error(ctx), "in and y overlap"), "%s", lf_context_last_error(ctx));
     lf__release(&xb), lf__release(&yb);
     free(x), free(y), free(y2);
     lf_model_free(m);

@@ -295,9 +295,7 @@ lf_status lf_attention_forward_cl(lf_attention *layer, cl_mem x, cl_mem y, int b
     pthread_mutex_lock(&ctx->lock);
     lf_status st = check_forward(layer, batch, n, lengths);
     const size_t bytes = (size_t)batch * n * layer->plan.cfg.d_model * sizeof(float);
-    if (st == LF_OK) st = lf__check_buffer(ctx, x, bytes, "x");
-    if (st == LF_OK) st = lf__check_buffer(ctx, y, bytes, "y");
-    if (st == LF_OK && x == y) st = lf__fail(ctx, LF_ERR_ARGUMENT, "x and y must be different buffers");
+    if (st == LF_OK) st = lf__check_io_buffers(ctx, x, bytes, "x", y, bytes, "y");
     if (st == LF_OK) st = run_locked(layer, x, y, batch, n, lengths, RUN_OUTPUT, 0);
     pthread_mutex_unlock(&ctx->lock);
     return st;

@@ -315,9 +315,9 @@ lf_status lf_model_forward_cl(lf_model *model, cl_mem in, cl_mem y, int batch, i
     lf_model *m = model;
     pthread_mutex_lock(&m->ctx->lock);
     lf_status st = check_forward(m, batch, n, lengths);
-    if (st == LF_OK) st = lf__check_buffer(m->ctx, in, in_bytes(m, batch, n), "in");
-    if (st == LF_OK) st = lf__check_buffer(m->ctx, y, out_bytes(m, batch, n, m->cfg.info.layers), "y");
-    if (st == LF_OK && in == y) st = lf__fail(m->ctx, LF_ERR_ARGUMENT, "in and y must be different buffers");
+    if (st == LF_OK)
+        st = lf__check_io_buffers(m->ctx, in, in_bytes(m, batch, n), "in", y, out_bytes(m, batch, n, m->cfg.info.layers),
+                                  "y");
     if (st == LF_OK && m->cfg.info.kind != LF_MODEL_ENCODER) st = check_device_tokens(m, in, batch, n, lengths);
     if (st == LF_OK) st = run(m, in, y, batch, n, lengths, m->cfg.info.layers);
     pthread_mutex_unlock(&m->ctx->lock);

@@ -62,6 +62,43 @@ lf_status lf__check_buffer(lf_context *ctx, cl_mem buf, size_t need, const char 
     return LF_OK;
 }
 
+/* The buffer a cl_mem lies in (itself, or a sub-buffer's parent), and its bytes there. */
+static void extent(cl_mem buf, cl_mem *root, size_t *begin, size_t *end)
+{
+    size_t offset = 0, size = 0;
+    *root = NULL;
+    clGetMemObjectInfo(buf, CL_MEM_ASSOCIATED_MEMOBJECT, sizeof *root, root, NULL);
+    if (*root) clGetMemObjectInfo(buf, CL_MEM_OFFSET, sizeof offset, &offset, NULL);
+    else *root = buf;
+    clGetMemObjectInfo(buf, CL_MEM_SIZE, sizeof size, &size, NULL);
+    *begin = offset, *end = offset + size;
+}
+
+static bool has_flag(cl_mem buf, cl_mem_flags flag)
+{
+    cl_mem_flags flags = 0;
+    return clGetMemObjectInfo(buf, CL_MEM_FLAGS, sizeof flags, &flags, NULL) == CL_SUCCESS && (flags & flag);
+}
+
+lf_status lf__check_io_buffers(lf_context *ctx, cl_mem in, size_t in_bytes, const char *in_name, cl_mem out,
+                               size_t out_bytes, const char *out_name)
+{
+    LF_TRY(lf__check_buffer(ctx, in, in_bytes, in_name));
+    LF_TRY(lf__check_buffer(ctx, out, out_bytes, out_name));
+    if (has_flag(in, CL_MEM_WRITE_ONLY))
+        return lf__fail(ctx, LF_ERR_ARGUMENT, "%s is CL_MEM_WRITE_ONLY: the kernels read it", in_name);
+    if (has_flag(out, CL_MEM_READ_ONLY))
+        return lf__fail(ctx, LF_ERR_ARGUMENT, "%s is CL_MEM_READ_ONLY: the kernels write it", out_name);
+    cl_mem in_root, out_root;
+    size_t in_begin, in_end, out_begin, out_end;
+    extent(in, &in_root, &in_begin, &in_end);
+    extent(out, &out_root, &out_begin, &out_end);
+    if (in_root == out_root && in_begin < out_end && out_begin < in_end)
+        return lf__fail(ctx, LF_ERR_ARGUMENT, "%s and %s overlap (bytes %zu to %zu and %zu to %zu of one buffer)",
+                        in_name, out_name, in_begin, in_end, out_begin, out_end);
+    return LF_OK;
+}
+
 lf_status lf__reserve(lf_context *ctx, cl_mem *mem, size_t *capacity, size_t bytes, const char *what)
 {
     if (*mem && *capacity >= bytes) return LF_OK;

@@ -90,6 +90,11 @@ void lf__release(cl_mem *mem);
 /* A caller's cl_mem: not NULL, valid, of this context and of at least `need`
  * bytes; `what` names it in the message. */
 lf_status lf__check_buffer(lf_context *ctx, cl_mem buf, size_t need, const char *what);
+/* A forward's input and output: each as lf__check_buffer, the input readable,
+ * the output writable, and the two apart (the same buffer, or sub-buffers of
+ * one whose bytes overlap, would be read while written). */
+lf_status lf__check_io_buffers(lf_context *ctx, cl_mem in, size_t in_bytes, const char *in_name, cl_mem out,
+                               size_t out_bytes, const char *out_name);
 /* Grows *mem to hold at least `bytes` (contents are not kept). */
 lf_status lf__reserve(lf_context *ctx, cl_mem *mem, size_t *capacity, size_t bytes,
                       const char *what);
