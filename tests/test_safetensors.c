@@ -416,6 +416,23 @@ Test(safetensors_bad, metadata_twice)
     expect_format("{\"__metadata__\":{},\"__metadata__\":{}}", 0, "duplicate __metadata__", NULL);
 }
 
+/* "\u0000" would cut a name, key or value short ("x\u0000y" read as "x"):
+ * refused, the string shown as written; an escaped backslash before "u0000" is
+ * no NUL. */
+Test(safetensors_bad, escaped_nul_in_a_name_key_or_value)
+{
+    expect_format("{\"to_q\\u0000.weight\":{\"dtype\":\"F32\",\"shape\":[4,8],\"data_offsets\":[0,128]}}", 128,
+                  "the name \"to_q\\u0000.weight\" holds an escaped NUL", NULL);
+    expect_format("{" GOOD_Q ",\"__metadata__\":{\"heads\\u0000x\":\"8\"}}", 128,
+                  "the name \"heads\\u0000x\" holds an escaped NUL", NULL);
+    expect_format("{" GOOD_Q ",\"__metadata__\":{\"heads\" : \"8\\u0000\"}}", 128,
+                  "the value \"8\\u0000\" of \"heads\" holds an escaped NUL", NULL);
+    lf_st_file f;
+    parse_ok("{" GOOD_Q ",\"__metadata__\":{\"a\\\\u0000\":\"\\\\u0000\"}}", 128, &f);
+    cr_assert_str_eq(lf_st_meta(&f, "a\\u0000"), "\\u0000");
+    lf_st_close(&f);
+}
+
 /* ---- Arguments and messages ---------------------------------------------- */
 
 Test(safetensors_args, null_arguments)

@@ -279,6 +279,41 @@ static lf_status read_header(lf_st_file *f, const cJSON *root, const uint8_t *da
 
 static bool json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
+/* A raw JSON string of the header, quotes included, for messages. */
+#define RAW(p, len) (int)((len) > 200 ? 200 : (len)), (p)
+
+/* cJSON decodes "\u0000" to a NUL inside the string, where C cuts it:
+ * tensor "x\u0000y" would read as "x". No string of the header may hold one;
+ * the message shows the first that does as written, and the key of a value. */
+static lf_status check_no_nul(const char *text, size_t n, char *msg, size_t msg_size)
+{
+    const char *start = NULL, *key = NULL;
+    size_t key_len = 0;
+    bool nul = false;
+    for (size_t i = 0; i < n; i++) {
+        if (!start) {
+            if (text[i] == '"') start = text + i, nul = false;
+        } else if (text[i] == '\\') {
+            nul |= i + 5 < n && memcmp(text + i + 1, "u0000", 5) == 0;
+            i++; /* the escaped character */
+        } else if (text[i] == '"') {
+            const size_t len = (size_t)(text + i + 1 - start);
+            size_t j = i + 1;
+            while (j < n && json_space(text[j])) j++;
+            const bool is_key = j < n && text[j] == ':';
+            if (nul && (is_key || !key))
+                return FAIL(LF_ERR_FORMAT, "header: the name %.*s holds an escaped NUL (\\u0000), which no name, "
+                            "key or value may hold", RAW(start, len));
+            if (nul)
+                return FAIL(LF_ERR_FORMAT, "header: the value %.*s of %.*s holds an escaped NUL (\\u0000), which "
+                            "no name, key or value may hold", RAW(start, len), RAW(key, key_len));
+            if (is_key) key = start, key_len = len;
+            start = NULL;
+        }
+    }
+    return LF_OK;
+}
+
 /* torch.save writes a zip archive (a local file header first) or, before
  * PyTorch 1.6, a pickle stream (protocol 2 to 5). Either reads as an absurd
  * header length; a real safetensors header would start with '{' at byte 8. */
@@ -331,7 +366,7 @@ static lf_status parse(lf_st_file *f, char *msg, size_t msg_size)
             st = FAIL(LF_ERR_FORMAT, "header has text after its JSON value, at byte %td", end - text);
         else if (!cJSON_IsObject(root))
             st = FAIL(LF_ERR_FORMAT, "header is not a JSON object");
-        else
+        else if ((st = check_no_nul(text, (size_t)n, msg, msg_size)) == LF_OK)
             st = read_header(f, root, data, data_size, msg, msg_size);
     }
     cJSON_Delete(root);
