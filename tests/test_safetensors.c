@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -852,4 +853,42 @@ Test(safetensors_file, open_malformed_file_names_path_and_tensor)
     snprintf(want, sizeof want, "%s: tensor \"to_v.weight\": data_offsets [0, 8] hold 8 bytes", path);
     cr_assert(strncmp(msg, want, strlen(want)) == 0, "message \"%s\"", msg);
     assert_zeroed(&f);
+}
+
+/* A 4 GiB sparse file whose header is wrong, opened with room for 256 MiB
+ * more than the process maps: the header is checked before the data is read,
+ * so the error is the header's, never a failure to allocate the file. */
+static void expect_header_error_in_big_file(const uint8_t *start, size_t len, const char *want)
+{
+    char path[128], msg[512] = "";
+    snprintf(path, sizeof path, "%s/big.safetensors", dir);
+    FILE *fp = fopen(path, "wb");
+    cr_assert(fp != NULL);
+    cr_assert_eq(fwrite(start, 1, len, fp), len);
+    cr_assert_eq(ftruncate(fileno(fp), (off_t)4 << 30), 0);
+    fclose(fp);
+    long pages = 0;
+    fp = fopen("/proc/self/statm", "r");
+    cr_assert(fp && fscanf(fp, "%ld", &pages) == 1);
+    fclose(fp);
+    const rlim_t mapped = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE);
+    const struct rlimit limit = {mapped + (256 << 20), mapped + (256 << 20)};
+    cr_assert_eq(setrlimit(RLIMIT_AS, &limit), 0);
+    lf_st_file f;
+    const lf_status st = lf_st_open(path, &f, msg, sizeof msg);
+    cr_assert_eq(st, LF_ERR_FORMAT, "%s: %s", lf_status_string(st), msg);
+    cr_assert(strstr(msg, path) && strstr(msg, want), "message \"%s\" lacks the path or \"%s\"", msg, want);
+    assert_zeroed(&f);
+}
+
+Test(safetensors_file, big_file_header_length_checked_first)
+{
+    const uint8_t start[8] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    expect_header_error_in_big_file(start, sizeof start, "header length 18446744073709551615 is over the limit");
+}
+
+Test(safetensors_file, big_file_header_checked_first)
+{
+    uint8_t start[8 + 4] = {4, 0, 0, 0, 0, 0, 0, 0, '{', '"', 'x', '"'};
+    expect_header_error_in_big_file(start, sizeof start, "header is not valid JSON");
 }

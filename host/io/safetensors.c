@@ -102,9 +102,9 @@ static lf_status read_uint(const cJSON *item, const char *tensor, const char *wh
     return LF_OK;
 }
 
-/* Fills t (its name already set) from its header entry; data is the data section. */
-static lf_status read_tensor(const cJSON *entry, lf_st_tensor *t, const uint8_t *data,
-                             size_t data_size, char *msg, size_t msg_size)
+/* Fills t (its name already set) from its header entry, its data still
+ * unbound; data_size is that of the file's data section. */
+static lf_status read_tensor(const cJSON *entry, lf_st_tensor *t, size_t data_size, char *msg, size_t msg_size)
 {
     const char *name = t->name;
     if (!cJSON_IsObject(entry))
@@ -161,7 +161,7 @@ static lf_status read_tensor(const cJSON *entry, lf_st_tensor *t, const uint8_t 
                     " bytes, shape %s %s needs %zu",
                     name, begin, end, end - begin, shape_string(t->shape, t->ndim, shp, sizeof shp),
                     DTYPES[t->dtype].name, t->count * elem);
-    t->data = data + begin;
+    t->offset = (size_t)begin;
     return LF_OK;
 }
 
@@ -200,7 +200,7 @@ static int by_key(const void *a, const void *b)
 static int by_offset(const void *a, const void *b)
 {
     const lf_st_tensor *x = *(const lf_st_tensor *const *)a, *y = *(const lf_st_tensor *const *)b;
-    return (x->data > y->data) - (x->data < y->data);
+    return (x->offset > y->offset) - (x->offset < y->offset);
 }
 
 /* Sorts the tensors by name (lf_st_find searches them) and rejects repeated
@@ -225,7 +225,7 @@ static lf_status check_unique(lf_st_file *f, char *msg, size_t msg_size)
 }
 
 /* Rejects tensors whose byte ranges share a byte; empty tensors hold none. */
-static lf_status check_overlap(const lf_st_file *f, const uint8_t *data, char *msg, size_t msg_size)
+static lf_status check_overlap(const lf_st_file *f, char *msg, size_t msg_size)
 {
     if (f->count < 2) return LF_OK;
     const lf_st_tensor **order = malloc(f->count * sizeof *order);
@@ -237,11 +237,11 @@ static lf_status check_overlap(const lf_st_file *f, const uint8_t *data, char *m
     lf_status st = LF_OK;
     for (size_t i = 1; i < n && st == LF_OK; i++) {
         const lf_st_tensor *a = order[i - 1], *b = order[i];
-        size_t a_end = (size_t)(a->data - data) + a->count * DTYPES[a->dtype].size;
-        size_t b_begin = (size_t)(b->data - data);
+        size_t a_end = a->offset + a->count * DTYPES[a->dtype].size;
+        size_t b_begin = b->offset;
         if (b_begin < a_end)
             st = FAIL(LF_ERR_FORMAT, "tensors \"%s\" [%zu, %zu] and \"%s\" [%zu, %zu] overlap", a->name,
-                      (size_t)(a->data - data), a_end, b->name, b_begin,
+                      a->offset, a_end, b->name, b_begin,
                       b_begin + b->count * DTYPES[b->dtype].size);
     }
     free(order);
@@ -249,8 +249,7 @@ static lf_status check_overlap(const lf_st_file *f, const uint8_t *data, char *m
 }
 
 /* Fills f from the parsed header object. */
-static lf_status read_header(lf_st_file *f, const cJSON *root, const uint8_t *data, size_t data_size,
-                             char *msg, size_t msg_size)
+static lf_status read_header(lf_st_file *f, const cJSON *root, size_t data_size, char *msg, size_t msg_size)
 {
     size_t n = (size_t)cJSON_GetArraySize(root);
     if (n) {
@@ -268,13 +267,13 @@ static lf_status read_header(lf_st_file *f, const cJSON *root, const uint8_t *da
         } else {
             lf_st_tensor *t = &f->tensors[f->count++];
             t->name = strdup(item->string);
-            st = t->name ? read_tensor(item, t, data, data_size, msg, msg_size)
+            st = t->name ? read_tensor(item, t, data_size, msg, msg_size)
                          : FAIL(LF_ERR_OUT_OF_MEMORY, "cannot copy the name \"%s\"", item->string);
         }
         if (st != LF_OK) return st;
     }
     lf_status st = check_unique(f, msg, msg_size);
-    return st == LF_OK ? check_overlap(f, data, msg, msg_size) : st;
+    return st == LF_OK ? check_overlap(f, msg, msg_size) : st;
 }
 
 static bool json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
@@ -325,28 +324,31 @@ static const char *pytorch_kind(const uint8_t *b, size_t size)
     return NULL;
 }
 
-/* Parses f->bytes into f; on failure the caller frees what was filled. */
-static lf_status parse(lf_st_file *f, char *msg, size_t msg_size)
+lf_status lf__st_header_length(const uint8_t *start, size_t held, size_t file_size, uint64_t *n, char *msg,
+                               size_t msg_size)
 {
-    const char *torch = pytorch_kind(f->bytes, f->size);
+    const char *torch = pytorch_kind(start, held);
     if (torch)
         return FAIL(LF_ERR_FORMAT,
                     "file is a PyTorch %s checkpoint, not a safetensors file; convert it with "
                     "python -m linformer_cl.convert FILE model.safetensors --heads H (the package "
                     "linformer_cl: pip install . in the source tree)",
                     torch);
-    if (f->size < 8)
-        return FAIL(LF_ERR_FORMAT, "file is %zu bytes, shorter than the 8-byte header length", f->size);
-    uint64_t n = lf__st_ld64(f->bytes);
-    if (n > MAX_HEADER)
-        return FAIL(LF_ERR_FORMAT, "header length %" PRIu64 " is over the limit of %" PRIu64 " bytes", n,
+    if (file_size < 8)
+        return FAIL(LF_ERR_FORMAT, "file is %zu bytes, shorter than the 8-byte header length", file_size);
+    *n = lf__st_ld64(start);
+    if (*n > MAX_HEADER)
+        return FAIL(LF_ERR_FORMAT, "header length %" PRIu64 " is over the limit of %" PRIu64 " bytes", *n,
                     MAX_HEADER);
-    if (n > f->size - 8)
-        return FAIL(LF_ERR_FORMAT, "header length %" PRIu64 " runs past the end of the file (%zu bytes)", n,
-                    f->size);
-    const uint8_t *data = f->bytes + 8 + n;
-    size_t data_size = f->size - 8 - (size_t)n;
+    if (*n > file_size - 8)
+        return FAIL(LF_ERR_FORMAT, "header length %" PRIu64 " runs past the end of the file (%zu bytes)", *n,
+                    file_size);
+    return LF_OK;
+}
 
+lf_status lf__st_parse_header(lf_st_file *f, uint64_t n, char *msg, size_t msg_size)
+{
+    const size_t data_size = f->size - 8 - (size_t)n;
     /* cJSON 1.7.15 reads a byte past the given length on input such as
      * `{"a":1,` (cJSON issue #800): parse a NUL-terminated copy. */
     char *text = malloc((size_t)n + 1);
@@ -367,11 +369,16 @@ static lf_status parse(lf_st_file *f, char *msg, size_t msg_size)
         else if (!cJSON_IsObject(root))
             st = FAIL(LF_ERR_FORMAT, "header is not a JSON object");
         else if ((st = check_no_nul(text, (size_t)n, msg, msg_size)) == LF_OK)
-            st = read_header(f, root, data, data_size, msg, msg_size);
+            st = read_header(f, root, data_size, msg, msg_size);
     }
     cJSON_Delete(root);
     free(text);
     return st;
+}
+
+void lf__st_bind(lf_st_file *f, uint64_t n)
+{
+    for (size_t i = 0; i < f->count; i++) f->tensors[i].data = f->bytes + 8 + n + f->tensors[i].offset;
 }
 
 lf_status lf_st_parse(uint8_t *bytes, size_t size, lf_st_file *out, char *msg, size_t msg_size)
@@ -384,7 +391,10 @@ lf_status lf_st_parse(uint8_t *bytes, size_t size, lf_st_file *out, char *msg, s
     if (!bytes) return FAIL(LF_ERR_ARGUMENT, "lf_st_parse: bytes is NULL");
     out->bytes = bytes;
     out->size = size;
-    lf_status st = parse(out, msg, msg_size);
+    uint64_t n = 0;
+    lf_status st = lf__st_header_length(bytes, size, size, &n, msg, msg_size);
+    if (st == LF_OK) st = lf__st_parse_header(out, n, msg, msg_size);
+    if (st == LF_OK) lf__st_bind(out, n);
     if (st != LF_OK) lf_st_close(out);
     return st;
 }

@@ -19,6 +19,7 @@ typedef struct {
     int64_t shape[LF_ST_MAX_DIMS];
     size_t count;        /* product of shape */
     const uint8_t *data; /* into the file's data section, count * dtype size bytes */
+    size_t offset;       /* of data in the data section */
 } lf_st_tensor;
 
 typedef struct {
@@ -41,6 +42,18 @@ lf_status lf_st_parse(uint8_t *bytes, size_t size, lf_st_file *out, char *msg, s
  * as lf_st_parse, and msg starts with the path. */
 lf_status lf_st_open(const char *path, lf_st_file *out, char *msg, size_t msg_size);
 void lf_st_close(lf_st_file *f);
+
+/* lf_st_parse in steps, for lf_st_open, which reads the header and checks it
+ * before it reads the data. lf__st_header_length takes the file's first
+ * bytes (`held` of them: 9, or all of a shorter file) and its size, and gives
+ * the header's length n; lf__st_parse_header then parses the header (f->bytes
+ * holds the first 8 + n bytes, f->size is the file's size; on failure
+ * lf_st_close frees what was filled); once f->bytes holds the whole file,
+ * lf__st_bind points the tensors at their data. */
+lf_status lf__st_header_length(const uint8_t *start, size_t held, size_t file_size, uint64_t *n, char *msg,
+                               size_t msg_size);
+lf_status lf__st_parse_header(lf_st_file *f, uint64_t n, char *msg, size_t msg_size);
+void lf__st_bind(lf_st_file *f, uint64_t n);
 
 const lf_st_tensor *lf_st_find(const lf_st_file *f, const char *name);
 const char *lf_st_meta(const lf_st_file *f, const char *key); /* NULL if absent */

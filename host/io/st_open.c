@@ -1,13 +1,15 @@
 /*
- * st_open.c - a safetensors file read from disk whole, then parsed
- * (safetensors.c). Only a regular file is read, so a FIFO or a device never
+ * st_open.c - a safetensors file read from disk, its header first: the
+ * header's length and the header itself are checked against the file's size
+ * before the data is read, so a file that is wrong there costs no more memory
+ * than its header. Only a regular file is read, so a FIFO or a device never
  * blocks the caller.
  */
 #define _POSIX_C_SOURCE 200809L
 
 #include "safetensors.h"
 
-#include "kernel_cache.h" /* lf__read_fd, lf__file_kind */
+#include "kernel_cache.h" /* lf__file_kind */
 #include "runtime.h"       /* lf__fail_buf */
 
 #include <errno.h>
@@ -20,16 +22,45 @@
 
 #define FAIL(status, ...) lf__fail_buf(msg, msg_size, (status), __VA_ARGS__)
 
-/* Reads the whole of `fd` (a regular file of `size` bytes) into a new buffer. */
-static lf_status read_all(int fd, const char *path, size_t size, uint8_t **out, char *msg, size_t msg_size)
+/* Grows f->bytes to `to` bytes and reads the file's bytes [from, to) into it. */
+static lf_status read_more(int fd, const char *path, lf_st_file *f, size_t from, size_t to, char *msg,
+                           size_t msg_size)
 {
-    char *text = NULL;
-    const lf_status st = lf__read_fd(fd, size, &text);
-    if (st == LF_ERR_OUT_OF_MEMORY) return FAIL(st, "cannot allocate %zu bytes for \"%s\"", size, path);
-    if (st != LF_OK)
-        return FAIL(st, "cannot read \"%s\": %s", path, errno ? strerror(errno) : "the file shrank while being read");
-    *out = (uint8_t *)text;
+    uint8_t *grown = realloc(f->bytes, to ? to : 1);
+    if (!grown) return FAIL(LF_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes for \"%s\"", to, path);
+    f->bytes = grown;
+    while (from < to) {
+        const ssize_t got = pread(fd, grown + from, to - from, (off_t)from);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0)
+            return FAIL(LF_ERR_IO, "cannot read \"%s\": %s", path,
+                        got ? strerror(errno) : "the file shrank while being read");
+        from += (size_t)got;
+    }
     return LF_OK;
+}
+
+/* The parser's message, with the path in front. */
+static lf_status with_path(lf_status st, const char *path, char *msg, size_t msg_size)
+{
+    char *inner = st != LF_OK && msg && msg_size ? strdup(msg) : NULL;
+    if (inner) FAIL(st, "%s: %s", path, inner);
+    free(inner);
+    return st;
+}
+
+/* The first 9 bytes (enough to tell a PyTorch checkpoint), the header, the data. */
+static lf_status read_file(int fd, const char *path, lf_st_file *f, char *msg, size_t msg_size)
+{
+    const size_t held = f->size < 9 ? f->size : 9;
+    uint64_t n = 0;
+    lf_status st = read_more(fd, path, f, 0, held, msg, msg_size);
+    if (st == LF_OK) st = with_path(lf__st_header_length(f->bytes, held, f->size, &n, msg, msg_size), path, msg, msg_size);
+    if (st == LF_OK) st = read_more(fd, path, f, held, 8 + (size_t)n, msg, msg_size);
+    if (st == LF_OK) st = with_path(lf__st_parse_header(f, n, msg, msg_size), path, msg, msg_size);
+    if (st == LF_OK) st = read_more(fd, path, f, 8 + (size_t)n, f->size, msg, msg_size);
+    if (st == LF_OK) lf__st_bind(f, n);
+    return st;
 }
 
 /* Opens without blocking (a FIFO with no writer would wait forever in a
@@ -62,18 +93,10 @@ lf_status lf_st_open(const char *path, lf_st_file *out, char *msg, size_t msg_si
     if (!path) return FAIL(LF_ERR_ARGUMENT, "lf_st_open: path is NULL");
 
     int fd;
-    size_t size = 0;
-    uint8_t *bytes = NULL;
-    lf_status st = open_regular(path, &fd, &size, msg, msg_size);
+    lf_status st = open_regular(path, &fd, &out->size, msg, msg_size);
     if (st != LF_OK) return st;
-    st = read_all(fd, path, size, &bytes, msg, msg_size);
+    st = read_file(fd, path, out, msg, msg_size);
     close(fd);
-    if (st != LF_OK) return st;
-
-    st = lf_st_parse(bytes, size, out, msg, msg_size);
-    /* Put the path in front of what the parser said. */
-    char *inner = st != LF_OK && msg && msg_size ? strdup(msg) : NULL;
-    if (inner) FAIL(st, "%s: %s", path, inner);
-    free(inner);
+    if (st != LF_OK) lf_st_close(out);
     return st;
 }
