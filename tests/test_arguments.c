@@ -499,6 +499,24 @@ Test(arguments, load)
     cr_expect_null(layer);
     EXPECT_STATUS(LF_OK, lf_attention_load(ctx, path, 0, LF_MODE_LINFORMER, &layer));
     lf_attention_free(layer);
+    /* __metadata__ "heads" "+2" (strtol would read 2) is refused; the header's padding keeps its length */
+    FILE *in = fopen(path, "rb");
+    cr_assert_not_null(in);
+    static char bytes[1 << 16];
+    const size_t size = fread(bytes, 1, sizeof bytes, in);
+    fclose(in);
+    const size_t header_end = 8 + ((unsigned char)bytes[0] | (unsigned char)bytes[1] << 8); /* under 64 KiB */
+    char *heads = strstr(bytes + 8, "\"heads\":\"2\"");
+    cr_assert(heads && bytes[header_end - 1] == ' ');
+    memmove(heads + 10, heads + 9, (size_t)(bytes + header_end - 1 - (heads + 9))); /* over a space of padding */
+    heads[9] = '+';
+    char plus[] = "/tmp/lf_args_plus_XXXXXX";
+    fd = mkstemp(plus);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, bytes, size), (ssize_t)size);
+    close(fd);
+    EXPECT_FAIL(LF_ERR_FORMAT, "__metadata__ \"heads\" is \"+2\"", lf_attention_load(ctx, plus, 0, LF_MODE_LINFORMER, &layer));
+    unlink(plus);
     good_forward();
 }
 

@@ -184,6 +184,48 @@ Test(model_load, empty_vocabulary_and_missing_positions_name_the_tensor)
     lf_expect_load_refused(ctx, path, NULL, LF_ERR_FORMAT, (const char *[]){"\"embed_positions.weight\" has 0 rows", NULL});
 }
 
+/* A fairseq token encoder with __metadata__ "heads" (`heads`) and `key`: `value`. */
+static void write_fairseq_meta(const char *path, const char *heads, const char *key, const char *value)
+{
+    lf_builder b = {.rng = lf_test_seed()};
+    const lf_model_shape s = {.layers = 1, .D = 8, .heads = 2, .n = 9, .ff = 10, .vocab = 11, .k = {3}, .embeddings = true};
+    lf_ref_model ref;
+    lf_ref_layer L[1];
+    lf_fairseq_model(&b, "", &s, &ref, L);
+    const char *meta[] = {"heads", heads, key, value};
+    lf_builder_write(&b, path, meta, 2);
+    lf_builder_free(&b);
+}
+
+/* __metadata__ numbers are plain decimals that a float holds: strtod's and
+ * strtol's hex, spaces, '+', inf and nan, and a value a float turns into inf
+ * or 0, are refused by key and value, never read as something else. */
+Test(model_load, metadata_numbers_are_plain_and_in_range)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/meta.safetensors", dir);
+    static const char *const good[][2] = {{"eps", "1e-05"}, {"eps", "0.5"}, {"embed_scale", "2.5E+1"}, {"padding_idx", "-1"}};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        write_fairseq_meta(path, "2", good[i][0], good[i][1]);
+        lf_model *m = NULL;
+        cr_expect_eq(lf_model_load(ctx, path, NULL, &m), LF_OK, "%s %s: %s", good[i][0], good[i][1],
+                     lf_context_last_error(ctx));
+        lf_model_free(m);
+    }
+    static const char *const bad[][2] = {
+        {"eps", "1e300"}, {"eps", "1e-300"}, {"embed_scale", "1e39"}, {"eps", "0x10"}, {"eps", " 1e-5"},
+        {"eps", "+1e-5"}, {"eps", "inf"},  {"eps", "nan"}, {"eps", "1."}, {"eps", ".5"}, {"eps", "1e"},
+        {"padding_idx", " 1"}, {"padding_idx", "+1"}, {"padding_idx", "0x1"}, {"causal", " 0"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "__metadata__ \"%s\" is \"%s\"", bad[i][0], bad[i][1]);
+        write_fairseq_meta(path, "2", bad[i][0], bad[i][1]);
+        lf_expect_load_refused(ctx, path, NULL, LF_ERR_FORMAT, (const char *[]){path, want, NULL});
+    }
+    write_fairseq_meta(path, " 2", "eps", "1e-05");
+    lf_expect_load_refused(ctx, path, NULL, LF_ERR_FORMAT, (const char *[]){path, "__metadata__ \"heads\" is \" 2\"", NULL});
+}
+
 Test(model_load, two_models_are_named_by_their_tensors)
 {
     lf_builder b = {.rng = lf_test_seed()};

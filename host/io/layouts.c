@@ -155,6 +155,28 @@ const lf_role *lf__layout_model_role(const lf_layout *l, const char *weight)
     return NULL;
 }
 
+/* ---- __metadata__ ---- */
+
+/* Skips the decimal digits at *p; false when there are none. */
+static bool digits(const char **p)
+{
+    const size_t n = strspn(*p, "0123456789");
+    *p += n;
+    return n > 0;
+}
+
+bool lf__plain_number(const char *v, bool real)
+{
+    const char *p = v + (*v == '-');
+    if (!digits(&p)) return false;
+    if (real && *p == '.' && (++p, !digits(&p))) return false;
+    if (real && (*p == 'e' || *p == 'E')) {
+        p += p[1] == '+' || p[1] == '-' ? 2 : 1;
+        if (!digits(&p)) return false;
+    }
+    return *p == 0;
+}
+
 /* ---- Tensors ---- */
 
 lf_status lf__layout_get(lf_context *ctx, const char *path, const lf_st_file *f, const char *name,

@@ -87,6 +87,11 @@ lf_status lf__layout_floats(lf_context *ctx, const char *path, const lf_st_tenso
 /* A tensor (NULL: absent, no check) is [rows, cols], or [rows] when 1-D. */
 lf_status lf__expect_shape(lf_context *ctx, const char *path, const lf_st_tensor *t, int64_t rows, int64_t cols);
 
+/* Whether a __metadata__ number is written plainly: decimal digits after an
+ * optional '-', and when `real` an optional fraction and exponent ("1e-05").
+ * strtol and strtod would also take a leading space, '+', hex, "inf", "nan". */
+bool lf__plain_number(const char *v, bool real);
+
 /* One layer's tensors as found, for the inference of its config. */
 typedef struct {
     lf_context *ctx;

@@ -14,15 +14,14 @@
 #include "loader.h"
 
 /* An integer setting: given (*value != unset), or from __metadata__ `key`
- * within [lo, hi]; a given value that contradicts the file is an error, never
+ * within [lo, hi], written plainly; a given value that contradicts the file is an error, never
  * a silent override. *value stays unset when neither has it. */
 static lf_status meta_int(lf_context *ctx, const lf_st_file *f, const char *path, const char *key, long lo, long hi,
                           int unset, int *value)
 {
     const char *text = lf_st_meta(f, key);
-    char *end = NULL;
-    const long v = text ? strtol(text, &end, 10) : 0;
-    const bool valid = text && *text && !*end && v >= lo && v <= hi;
+    const long v = text ? strtol(text, NULL, 10) : 0;
+    const bool valid = text && lf__plain_number(text, false) && v >= lo && v <= hi;
     if (text && !valid)
         return lf__fail(ctx, LF_ERR_FORMAT, "%s: __metadata__ \"%s\" is \"%s\", not a number in [%ld, %ld]", path,
                         key, text, lo, hi);

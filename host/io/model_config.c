@@ -19,27 +19,28 @@ static lf_status expect_shape(const lf_source *s, const lf_st_tensor *t, int64_t
 
 /* ---- __metadata__ against the caller ---- */
 
-/* An integer entry in [lo, hi]; *out unchanged when absent. */
+/* An integer entry in [lo, hi], written plainly; *out unchanged when absent. */
 static lf_status meta_int(const lf_source *s, const char *key, long lo, long hi, long *out)
 {
     const char *v = lf_st_meta(s->f, key);
     if (!v) return LF_OK;
-    char *end;
-    const long x = strtol(v, &end, 10);
-    if (!*v || *end || x < lo || x > hi)
+    const long x = strtol(v, NULL, 10);
+    if (!lf__plain_number(v, false) || x < lo || x > hi)
         return FAIL(LF_ERR_FORMAT, "%s: __metadata__ \"%s\" is \"%s\", not an integer in [%ld, %ld]", s->path, key, v, lo, hi);
     *out = x;
     return LF_OK;
 }
 
+/* A number >= 0, written plainly, that a float holds: neither inf nor, when
+ * not 0, 0 (as 1e300 and 1e-300 would become); *out unchanged when absent. */
 static lf_status meta_double(const lf_source *s, const char *key, double *out)
 {
     const char *v = lf_st_meta(s->f, key);
     if (!v) return LF_OK;
-    char *end;
-    const double x = strtod(v, &end);
-    if (!*v || *end || !isfinite(x) || x < 0)
-        return FAIL(LF_ERR_FORMAT, "%s: __metadata__ \"%s\" is \"%s\", not a number >= 0", s->path, key, v);
+    const double x = strtod(v, NULL);
+    if (!lf__plain_number(v, true) || x < 0 || !isfinite((float)x) || (x != 0 && (float)x == 0))
+        return FAIL(LF_ERR_FORMAT, "%s: __metadata__ \"%s\" is \"%s\", not a decimal number >= 0 in float range",
+                    s->path, key, v);
     *out = x;
     return LF_OK;
 }
