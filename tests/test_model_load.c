@@ -226,6 +226,50 @@ Test(model_load, metadata_numbers_are_plain_and_in_range)
     lf_expect_load_refused(ctx, path, NULL, LF_ERR_FORMAT, (const char *[]){path, "__metadata__ \"heads\" is \" 2\"", NULL});
 }
 
+/* Takes tensor `name` out of b. */
+static void drop(lf_builder *b, const char *name)
+{
+    size_t i = 0;
+    while (i < b->count && strcmp(b->name[i], name)) i++;
+    cr_assert_lt(i, b->count, "no tensor \"%s\"", name);
+    const size_t last = --b->count;
+    free(b->data[i]);
+    memcpy(b->name[i], b->name[last], sizeof b->name[i]);
+    memcpy(b->shape[i], b->shape[last], sizeof b->shape[i]);
+    b->data[i] = b->data[last];
+    b->t[i] = (st_tensor){b->name[i], ST_F32, b->t[last].ndim, b->shape[i], b->data[i]};
+}
+
+/* Layers are counted by their query weight: one missing past layer 0 is
+ * named as missing, beside a tensor of its layer, in either layout. */
+Test(model_load, a_layers_missing_query_weight_is_named)
+{
+    const lf_model_shape s = {.layers = 3, .D = 8, .heads = 2, .n = 9, .ff = 10, .vocab = 11, .k = {3, 3, 3}};
+    char path[128];
+    snprintf(path, sizeof path, "%s/no-q.safetensors", dir);
+    const char *meta[] = {"heads", "2"};
+    lf_ref_model ref;
+    lf_ref_layer L[3];
+    lf_builder b = {.rng = lf_test_seed()};
+    float *e_t[6];
+    lf_lucid_model(&b, &s, &ref, L, e_t);
+    for (int i = 0; i < 6; i++) free(e_t[i]);
+    drop(&b, "net.layers.1.0.fn.to_q.weight");
+    lf_builder_write(&b, path, meta, 1);
+    lf_builder_free(&b);
+    lf_expect_load_refused(ctx, path, NULL, LF_ERR_FORMAT,
+                           (const char *[]){path, "tensor \"net.layers.1.0.fn.to_q.weight\" is missing, yet layer 1 has",
+                                            NULL});
+    b = (lf_builder){.rng = lf_test_seed()};
+    lf_fairseq_model(&b, "", &s, &ref, L);
+    drop(&b, "layers.1.self_attn.q_proj.weight");
+    lf_builder_write(&b, path, meta, 1);
+    lf_builder_free(&b);
+    lf_expect_load_refused(ctx, path, NULL, LF_ERR_FORMAT,
+                           (const char *[]){path, "tensor \"layers.1.self_attn.q_proj.weight\" is missing, yet layer 1 has",
+                                            NULL});
+}
+
 Test(model_load, two_models_are_named_by_their_tensors)
 {
     lf_builder b = {.rng = lf_test_seed()};

@@ -10,6 +10,7 @@
  * caller what shapes cannot say (heads, activation, norm); the two must agree.
  * model_config.c turns the tensors into configs.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,9 +153,14 @@ static lf_status collect(lf_source *s)
     if (!(s->t = calloc(s->layers, sizeof *s->t))) return lf__fail(s->ctx, LF_ERR_OUT_OF_MEMORY, "out of host memory");
     for (size_t i = 0; i < s->f->count; i++) {
         const char *t = s->f->tensors[i].name;
-        if (!strncmp(t, s->stem, strlen(s->stem)) && !known(s, t))
-            return lf__fail(s->ctx, LF_ERR_FORMAT, "%s: unknown tensor \"%s\" (not part of %s)", s->path, t,
-                            s->layout->name);
+        int layer;
+        if (strncmp(t, s->stem, strlen(s->stem)) || known(s, t)) continue;
+        /* a layer's tensor past the last layer counted: that layer's query weight is what is missing */
+        if (lf__layout_layer_role(s->layout, s->stem, INT_MAX, t, &layer) >= 0)
+            return lf__fail(s->ctx, LF_ERR_FORMAT, "%s: tensor \"%s\" is missing, yet layer %d has \"%s\" (the "
+                            "layers are counted by their query weight)", s->path, name, layer, t);
+        return lf__fail(s->ctx, LF_ERR_FORMAT, "%s: unknown tensor \"%s\" (not part of %s)", s->path, t,
+                        s->layout->name);
     }
     for (int i = 0; i < s->layers; i++)
         LF_TRY(lf__layout_get_layer(s->ctx, s->path, s->f, s->layout, s->stem, i, s->t[i]));
