@@ -189,9 +189,11 @@ LF_API lf_status lf_context_create(const char *selector, lf_context **out, char 
  * The kernel cache as contexts created now use it, from the environment: LF_OK
  * and the folder's path in `out` (created if missing), or, when kernels will
  * not be cached, why in `out`: LF_ERR_UNSUPPORTED for LINFORMER_CACHE_DIR=off,
- * LF_ERR_IO when there is no usable folder (no variable to find it from, not a
- * folder, not writable, another user's or writable by group or others).
- * LF_ERR_ARGUMENT when out is NULL or size 0.
+ * LF_ERR_IO when there is no usable folder (no variable to find it from, a
+ * path over 4095 bytes, not a folder, not writable, another user's or
+ * writable by group or others). A message that does not fit is cut to size.
+ * LF_ERR_ARGUMENT when out is NULL or size 0, or when the path does not fit
+ * in size bytes: `out` then starts with the number of bytes needed.
  */
 LF_API lf_status lf_kernel_cache_dir(char *out, size_t size);
 

@@ -181,3 +181,28 @@ Test(cache_trust, no_usable_folder_is_said)
     cr_expect_eq(lf_kernel_cache_dir(NULL, 10), LF_ERR_ARGUMENT);
     cr_expect_eq(lf_kernel_cache_dir(tiny, 0), LF_ERR_ARGUMENT);
 }
+
+/* A path that does not fit is never cut to another folder: a cache path
+ * over 4095 bytes is unusable, named by its variable, and nothing is made;
+ * an `out` too small for the path is LF_ERR_ARGUMENT with the size needed. */
+Test(cache_trust, paths_that_do_not_fit_are_refused)
+{
+    static char long_dir[5100];
+    snprintf(long_dir, sizeof long_dir, "%s/", tmpdir);
+    while (strlen(long_dir) < 5000) strcat(long_dir, "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee/");
+    setenv("LINFORMER_CACHE_DIR", long_dir, 1);
+    expect_reason(LF_ERR_IO, "LINFORMER_CACHE_DIR makes a cache path of");
+    struct stat sb;
+    long_dir[strlen(tmpdir) + 4] = 0;
+    cr_expect_neq(stat(long_dir, &sb), 0, "%s was made", long_dir);
+
+    setenv("LINFORMER_CACHE_DIR", folder, 1);
+    char small[24] = "", one[1] = {'x'};
+    lf_status st = lf_kernel_cache_dir(small, sizeof small);
+    cr_expect_eq(st, LF_ERR_ARGUMENT, "%s: %s", lf_status_string(st), small);
+    cr_expect_eq(strtoul(small, NULL, 10), strlen(folder) + 1, "\"%s\" does not say the size needed", small);
+    cr_expect_eq(lf_kernel_cache_dir(one, 1), LF_ERR_ARGUMENT);
+    char fits[128];
+    cr_expect_eq(lf_kernel_cache_dir(fits, strlen(folder) + 1), LF_OK, "%s", fits);
+    cr_expect_str_eq(fits, folder);
+}

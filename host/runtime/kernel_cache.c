@@ -146,12 +146,18 @@ static bool foreign(const struct stat *sb) { return sb->st_uid != geteuid() || (
 /* The folder of the environment, created if missing and checked. */
 static bool cache_dir(char *out, size_t size, char *why, size_t why_size)
 {
+    static const struct { const char *var, *format; } from[] = {
+        {"LINFORMER_CACHE_DIR", "%s"}, {"XDG_CACHE_HOME", "%s/linformer"}, {"HOME", "%s/.cache/linformer"}};
     const char *dir = getenv("LINFORMER_CACHE_DIR");
     if (dir && strcmp(dir, "off") == 0) return unusable(why, why_size, "LINFORMER_CACHE_DIR is \"off\"");
-    if (dir && *dir) snprintf(out, size, "%s", dir);
-    else if ((dir = getenv("XDG_CACHE_HOME")) && *dir) snprintf(out, size, "%s/linformer", dir);
-    else if ((dir = getenv("HOME")) && *dir) snprintf(out, size, "%s/.cache/linformer", dir);
-    else return unusable(why, why_size, "none of LINFORMER_CACHE_DIR, XDG_CACHE_HOME and HOME is set");
+    size_t i = 0;
+    while (i < 3 && !((dir = getenv(from[i].var)) && *dir)) i++;
+    if (i == 3) return unusable(why, why_size, "none of LINFORMER_CACHE_DIR, XDG_CACHE_HOME and HOME is set");
+    /* a cut path would be another folder */
+    const int len = snprintf(out, size, from[i].format, dir);
+    if (len < 0 || (size_t)len >= size)
+        return unusable(why, why_size, "%s makes a cache path of %d bytes, over the limit of %zu", from[i].var, len,
+                        size - 1);
     /* mkdir -p; whatever stands in the way is reported below */
     for (char *p = out + 1; *p; p++) {
         if (*p != '/') continue;
@@ -182,7 +188,12 @@ lf_status lf_kernel_cache_dir(char *out, size_t size)
     const char *off = getenv("LINFORMER_CACHE_DIR");
     char dir[4096];
     if (cache_dir(dir, sizeof dir, out, size)) {
-        snprintf(out, size, "%s", dir);
+        const size_t need = strlen(dir) + 1;
+        if (need > size) {
+            snprintf(out, size, "%zu bytes needed for the cache path, out has %zu", need, size);
+            return LF_ERR_ARGUMENT;
+        }
+        memcpy(out, dir, need);
         return LF_OK;
     }
     return off && strcmp(off, "off") == 0 ? LF_ERR_UNSUPPORTED : LF_ERR_IO;
