@@ -1,8 +1,9 @@
 /*
  * test_tune.c - `linformer tune` and lf_gemm_tune: the time limit holds (no
  * step begins past it but the three that must run once), a cache folder that
- * takes nothing fails before the search, and the options are parsed as every
- * other command's.
+ * takes nothing fails before the search, a stored entry is checked as the
+ * search checks its own sets, and the options are parsed as every other
+ * command's.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -13,6 +14,10 @@
 #include <time.h>
 
 #include "helpers.h"
+#include "kernel_cache.h"
+#include "runtime.h"
+
+#include <clblast_c.h>
 
 static double now_s(void)
 {
@@ -100,6 +105,38 @@ Test(tune, an_unwritable_cache_fails_before_the_search, .timeout = 600)
     const bool host = strcmp(lf_context_gemm_backend(ctx), "host") == 0;
     lf_context_free(ctx);
     cr_expect_eq(strstr(log, "host BLAS") != NULL, host, "%s", log);
+}
+
+/* A stored entry is checked as the search checks the sets it makes: one
+ * with a set it could not have made is a bad entry, never applied. */
+Test(tune, a_stored_entry_is_checked_as_the_search_checks_its_sets, .timeout = 300)
+{
+    char dir[64], key[1024], path[4200];
+    lf_test_make_dir(dir, "tune-entry");
+    setenv("LINFORMER_CACHE_DIR", dir, 1);
+    lf_context *ctx = lf_test_context();
+    snprintf(key, sizeof key, "gemm-tune 1|CLBlast %d.%d.%d|%s|%s|%s", CLBLAST_VERSION_MAJOR, CLBLAST_VERSION_MINOR,
+             CLBLAST_VERSION_PATCH, ctx->info.platform_version, ctx->info.device_name, ctx->info.driver_version);
+    lf_context_free(ctx);
+    lf__cache_path(dir, key, path, sizeof path);
+#define XGEMM(KWG, MDIMC, MWG) \
+    "Xgemm GEMMK=0 KREG=1 KWG=" KWG " KWI=2 MDIMA=8 MDIMC=" MDIMC " MWG=" MWG " NDIMB=8 NDIMC=8 NWG=32 SA=0 SB=0 " \
+    "STRM=0 STRN=0 VWM=1 VWN=1\n"
+    static const struct { const char *text; unsigned rejected; } entries[] = {
+        {XGEMM("16", "8", "32") "GemmRoutine XGEMM_MIN_INDIRECT_SIZE=64\n", 0},
+        {XGEMM("16", "32", "16"), 1},                           /* MWG 16 is no multiple of MDIMC 32 */
+        {XGEMM("24", "8", "32"), 1},                            /* KWG 24 is none of the search's */
+        {"GemmRoutine XGEMM_MIN_INDIRECT_SIZE=18446744073709551615\n", 1},
+    };
+#undef XGEMM
+    for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
+        lf__cache_store(path, key, (const unsigned char *)entries[i].text, strlen(entries[i].text));
+        ctx = lf_test_context();
+        cr_expect_eq(ctx->cache_rejected, entries[i].rejected, "%u bad entries for: %s", ctx->cache_rejected,
+                     entries[i].text);
+        lf_context_free(ctx);
+    }
+    lf_test_remove_dir(dir);
 }
 
 /* Each bad command line is refused with status 2 and a message that names what is wrong. */

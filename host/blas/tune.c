@@ -11,8 +11,10 @@
  *   XgemmDirect  the one-launch kernel of small ones;
  *   GemmRoutine  XGEMM_MIN_INDIRECT_SIZE: m n k below its cube goes direct.
  * The winners are stored under a key of the platform version, device name and
- * driver version, as one line per kernel ("Xgemm GEMMK=0 KREG=1 ..."); an
- * entry that does not parse or that CLBlast refuses is ignored.
+ * driver version, as one line per kernel ("Xgemm GEMMK=0 KREG=1 ..."). An
+ * entry that does not parse, holds a set the search could not have made
+ * (checked as the search checks its own) or that CLBlast refuses is ignored;
+ * the first two count as a bad cache entry.
  */
 #include "blas.h" /* first: it fixes the OpenCL version the headers target */
 #include "kernel_cache.h"
@@ -55,6 +57,10 @@ typedef struct {
     size_t v[K_COUNT][LF_TUNE_MAX_PARAMS];
 } lf_tuned;
 
+/* XGEMM_MIN_INDIRECT_SIZE's extremes: m n k below its cube goes direct. */
+#define LF_NEVER_DIRECT 0
+#define LF_ALWAYS_DIRECT 65536 /* its cube is past any m n k here */
+
 static bool multiple(size_t x, size_t of) { return of != 0 && x % of == 0; }
 
 /* CLBlast's tuner constraints, plus what the device allows. */
@@ -78,6 +84,20 @@ static bool direct_valid(const size_t *v, const lf_device_info *d)
            multiple(WGD, MDIMAD * VWMD) && multiple(WGD, NDIMBD * VWND) &&
            multiple(WGD, MDIMCD * NDIMCD / MDIMAD) && multiple(WGD, MDIMCD * NDIMCD / NDIMBD) &&
            MDIMCD * NDIMCD <= d->max_work_group_size && local <= d->local_mem_bytes;
+}
+
+/* A stored set as the search would make one: every value among its choices
+ * (which keeps the products above from overflowing), the set valid here. */
+static bool stored_valid(int kernel, const size_t *v, const lf_device_info *d)
+{
+    if (kernel == K_ROUTINE) return v[0] <= LF_ALWAYS_DIRECT;
+    const lf_space *s = &spaces[kernel];
+    for (int i = 0; i < s->count; i++) {
+        bool among = false;
+        for (int n = 0; n < 6 && (s->choices[i][n] || n == 0); n++) among |= s->choices[i][n] == v[i];
+        if (!among) return false;
+    }
+    return kernel == K_XGEMM ? xgemm_valid(v, d) : direct_valid(v, d);
 }
 
 static bool random_set(int kernel, const lf_device_info *d, uint64_t *rng, size_t *v)
@@ -138,8 +158,8 @@ static bool entry_path(const lf_context *ctx, char *path, size_t size, char **ke
     return true;
 }
 
-/* One line "KERNEL NAME=VALUE ..." with every parameter of a known kernel. */
-static bool parse_line(const char *line, lf_tuned *t)
+/* One line "KERNEL NAME=VALUE ..." with every parameter of a known kernel, a valid set on device d. */
+static bool parse_line(const char *line, const lf_device_info *d, lf_tuned *t)
 {
     char kernel[32];
     int used = 0;
@@ -157,15 +177,15 @@ static bool parse_line(const char *line, lf_tuned *t)
         line += used;
     }
     t->have[k] = true;
-    return true;
+    return stored_valid(k, t->v[k], d);
 }
 
-/* Text -> values; false (and nothing kept) when any line does not parse. */
-static bool parse_entry(char *text, lf_tuned *t)
+/* Text -> values; false (and nothing kept) when any line does not parse or is invalid on d. */
+static bool parse_entry(char *text, const lf_device_info *d, lf_tuned *t)
 {
     memset(t, 0, sizeof *t);
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"))
-        if (!parse_line(line, t)) {
+        if (!parse_line(line, d, t)) {
             memset(t, 0, sizeof *t);
             return false;
         }
@@ -184,8 +204,8 @@ static void format_entry(const lf_tuned *t, char *out, size_t size)
     }
 }
 
-/* The stored entry of this device, if any and sound. */
-static bool load_entry(const lf_context *ctx, lf_tuned *t)
+/* The stored entry of this device, if any and sound; one that is not is a bad entry. */
+static bool load_entry(lf_context *ctx, lf_tuned *t)
 {
     char path[4200], *key = NULL;
     size_t len = 0;
@@ -196,7 +216,8 @@ static bool load_entry(const lf_context *ctx, lf_tuned *t)
     bool ok = false;
     if (text) {
         text[len] = 0;
-        ok = parse_entry(text, t);
+        ok = parse_entry(text, &ctx->info, t);
+        ctx->cache_rejected += !ok;
     } else {
         free(data);
     }
@@ -247,8 +268,6 @@ static void say(lf_tuner *t, const char *fmt, ...)
  * positions); for the direct kernel one head's scores and P V. */
 static const size_t xgemm_shapes[][3] = {{1024, 1536, 512}, {256, 512, 1024}};
 static const size_t direct_shapes[][3] = {{256, 256, 64}, {256, 64, 256}};
-#define LF_NEVER_DIRECT 0
-#define LF_ALWAYS_DIRECT 65536 /* its cube is past any m n k here */
 
 /* Milliseconds of the shapes under the parameters in force (the median of 3
  * runs each), given up past `limit`; a set that CLBlast cannot build or run
