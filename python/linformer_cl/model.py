@@ -59,6 +59,7 @@ class Model:
     x: float32 [batch, n, d_model], or integer token ids [batch, n] for token
     models (converted to int64). Another float dtype is refused (no silent
     rounding); a non-contiguous array is copied; a read-only one is only read.
+    A Model owns its handle of the library: it is neither copied nor pickled.
     """
 
     def __init__(self, context, handle, info, is_layer):
@@ -152,6 +153,11 @@ class Model:
 
     def __exit__(self, *exc):
         self.close()
+
+    def __reduce_ex__(self, protocol):
+        # copy.copy, copy.deepcopy and pickle all ask this: a copy would share the C handle and free it twice.
+        raise ArgumentError("a Model cannot be copied or pickled (it owns a handle of the library): "
+                            "load or build the model again")
 
     def __del__(self):
         if getattr(self, "_handle", None):

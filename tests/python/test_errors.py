@@ -91,3 +91,13 @@ def test_every_status_has_its_class():
     assert len(set(names)) == len(names) and all(issubclass(c, linformer_cl.Error) for c in errors.BY_CODE[1:])
     lib = linformer_cl._native.lib
     assert names == [lib.lf_status_string(code).decode() for code in range(1, len(errors.BY_CODE))]
+
+
+@pytest.mark.parametrize("how", ["copy", "deepcopy", "pickle"])
+def test_a_model_is_neither_copied_nor_pickled(layer, how):
+    import copy
+    import pickle
+    fn = {"copy": copy.copy, "deepcopy": copy.deepcopy, "pickle": pickle.dumps}[how]
+    with pytest.raises(ArgumentError, match="cannot be copied or pickled"):
+        fn(layer)
+    assert layer(x).shape == x.shape
