@@ -16,9 +16,13 @@ refused too. Only then does torch.load read the same bytes.
 """
 import argparse
 import io
+import os
 import pickle
+import stat
 import tarfile
 import zipfile
+
+from .errors import FileError, FormatError
 
 ALLOWED = {("collections", "OrderedDict"), ("argparse", "Namespace"), ("_codecs", "encode"), ("torch", "Size"),
            ("torch._utils", "_rebuild_tensor"), ("torch._utils", "_rebuild_tensor_v2"),
@@ -104,24 +108,45 @@ def check(data):
     _dry_run(io.BytesIO(data), LEGACY_PICKLES)
 
 
+def file_kind(mode):
+    """What a file that is not a regular one is, for messages, as the C library names it."""
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
+
+
+def _read_bytes(path):
+    """The bytes of a regular file. Anything else is refused before it is opened: a FIFO would block until a
+    writer came, /dev/zero never end."""
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        raise FileError(f"\"{os.fsdecode(path)}\" is not a regular file: it is {file_kind(mode)}")
+    # O_NONBLOCK: what was swapped in since the check does not block either
+    with open(path, "rb", opener=lambda p, flags: os.open(p, flags | os.O_NONBLOCK)) as f:
+        data = f.read()
+    if not data:
+        raise FormatError(f"\"{os.fsdecode(path)}\" is empty, not a checkpoint")
+    return data
+
+
 def read(path):
-    """The object a checkpoint holds, read on the CPU; UnsafeCheckpoint when it names anything else."""
+    """The object a checkpoint holds, read on the CPU; UnsafeCheckpoint when it names anything else, FileError
+    for what is not a regular file, FormatError for an empty one."""
     import torch
+    data = _read_bytes(path)
     serialization = torch.serialization
     if hasattr(serialization, "safe_globals"):
         with serialization.safe_globals([argparse.Namespace]):
-            return _weights_only(torch, path)
+            return _weights_only(torch, data)
     if hasattr(serialization, "add_safe_globals"):
         serialization.add_safe_globals([argparse.Namespace])
-        return _weights_only(torch, path)
-    with open(path, "rb") as f:
-        data = f.read()
+        return _weights_only(torch, data)
     check(data)
     return torch.load(io.BytesIO(data), map_location="cpu")
 
 
-def _weights_only(torch, path):
+def _weights_only(torch, data):
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
         raise UnsafeCheckpoint(f"torch's weights_only loader refused it: {e}") from None

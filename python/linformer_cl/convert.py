@@ -14,6 +14,7 @@ Every tensor keeps its name, tied ones (a LinformerLM's token_emb and
 to_logits, fairseq's embed_tokens and lm_head) included; only fairseq's
 layerwise compress_layer, which every layer also names as its compress_k, is
 written once. The output is written whole or not at all, never over the input.
+A checkpoint that is not a regular file is refused before it is opened.
 Needs torch and safetensors.
 """
 import argparse
@@ -21,6 +22,8 @@ import os
 import pickle
 import sys
 import tempfile
+
+from .errors import Error
 
 ACTIVATIONS = {"gelu": "gelu", "gelu_accurate": "gelu_tanh", "gelu_fast": "gelu_tanh", "gelu_tanh": "gelu_tanh",
                "relu": "relu"}
@@ -174,8 +177,11 @@ def main(argv=None):
         return 1
     try:
         state, meta = convert(args)
-    except (ConvertError, OSError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError) as e:
+    except (ConvertError, Error, OSError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError) as e:
         print(f"linformer_cl.convert: {e}", file=sys.stderr)
+        return 1
+    except MemoryError:
+        print(f"linformer_cl.convert: out of memory converting {args.checkpoint}", file=sys.stderr)
         return 1
     print(f"{args.output}: {len(state)} tensors, {meta}", file=sys.stderr)
     return 0

@@ -4,12 +4,15 @@ A pickle that calls os.system is refused in the zip and the legacy format
 and runs nothing; tied tensors keep every name; the input is never
 overwritten; heads below 1, non-string keys, a tensor named __metadata__ and
 dtypes the library cannot read are errors, and no file is left behind.
+A checkpoint that is not a regular file is refused, and every failure is one
+line, never a traceback.
 """
 import contextlib
 import io
 import os
 import pickle
 import subprocess
+import sys
 import types
 
 import numpy as np
@@ -160,3 +163,35 @@ def test_the_hint_of_run_on_a_checkpoint_is_a_command_that_works(tmp_path):
     words = {"FILE": str(tmp_path / "m.pt"), "model.safetensors": str(tmp_path / "m.safetensors"), "H": "2"}
     assert convert(*[words.get(w, w) for w in hint[3:]]).returncode == 0
     assert run(tmp_path / "m.safetensors").returncode == 0
+
+
+@pytest.fixture
+def ckpt(tmp_path):
+    torch.save({"w": torch.ones(2, 3)}, tmp_path / "m.pt")
+    return tmp_path / "m.pt"
+
+
+def test_a_fifo_checkpoint_is_refused_at_once(tmp_path):
+    os.mkfifo(tmp_path / "in.pt")
+    r = subprocess.run([sys.executable, "-m", "linformer_cl.convert", tmp_path / "in.pt", tmp_path / "o.safetensors",
+                        "--heads", "1"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "in.pt\" is not a regular file: it is a FIFO" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("path,words", [("/dev/null", "/dev/null\" is not a regular file: it is a character device"),
+                                        (".", "is not a regular file: it is a directory"),
+                                        ("empty.pt", "empty.pt\" is empty")])
+def test_a_checkpoint_that_is_no_file_or_empty_is_named(tmp_path, path, words):
+    (tmp_path / "empty.pt").write_bytes(b"")
+    r = convert(path if path.startswith("/") else tmp_path / path, tmp_path / "o.safetensors", "--heads", 1)
+    assert r.returncode == 1 and words in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_running_out_of_memory_is_one_line(ckpt, tmp_path, monkeypatch):
+    from linformer_cl import checkpoint
+
+    def no_memory(path):
+        raise MemoryError()
+    monkeypatch.setattr(checkpoint, "read", no_memory)
+    r = convert(ckpt, tmp_path / "o.safetensors", "--heads", 1)
+    assert r.returncode == 1 and r.stderr == f"linformer_cl.convert: out of memory converting {ckpt}\n", r.stderr
