@@ -13,17 +13,26 @@ command line that contradicts the checkpoint's own config is an error.
 Every tensor keeps its name, tied ones (a LinformerLM's token_emb and
 to_logits, fairseq's embed_tokens and lm_head) included; only fairseq's
 layerwise compress_layer, which every layer also names as its compress_k, is
-written once. The output is written whole or not at all, never over the input.
+written once. The output is written whole or not at all, never over the input:
+as the linformer program writes its outputs, the data goes to a temporary
+beside the file, is synced and renamed over it; a symlink's target is
+replaced, not the link; an existing file keeps its mode, a new one gets 0666
+less the umask. An output that exists and is not a regular file (a FIFO, a
+device, a folder) is refused (the program writes into such files in place).
 A checkpoint that is not a regular file is refused before it is opened.
 Needs torch and safetensors.
 """
 import argparse
+import contextlib
+import errno
 import os
 import pickle
+import stat
 import sys
 import tempfile
 
-from .errors import Error
+from .checkpoint import file_kind
+from .errors import Error, FileError
 
 ACTIVATIONS = {"gelu": "gelu", "gelu_accurate": "gelu_tanh", "gelu_fast": "gelu_tanh", "gelu_tanh": "gelu_tanh",
                "relu": "relu"}
@@ -124,15 +133,49 @@ def metadata(args, config, state):
     return meta
 
 
-def write(state, path, meta):
-    """Writes the file whole beside its place, then renames it there."""
-    from safetensors.torch import save_file
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=folder)
-    os.close(fd)
+def _target(path):
+    """What writing `path` replaces, and its stat (None for a new file), as the linformer program decides
+    (tools/toolkit/output_file.c): a symlink's target, never the link; a regular file only where it may be
+    written. What is not a regular file (a FIFO, a device, a folder) is refused: simpler than writing into it
+    in place as the program does, and a safetensors file is no stream for one."""
+    target = os.path.realpath(path) if os.path.islink(path) else path
     try:
-        save_file(state, tmp, metadata=meta)
-        os.replace(tmp, path)
+        st = os.stat(target)
+    except FileNotFoundError:
+        if target != path:
+            raise FileError(f"cannot write {path}: it is a symbolic link to a missing file") from None
+        return target, None
+    if not stat.S_ISREG(st.st_mode):
+        raise FileError(f"cannot write {path}: it is {file_kind(st.st_mode)}, not a regular file")
+    if not os.access(target, os.W_OK):
+        raise FileError(f"cannot write {path}: {os.strerror(errno.EACCES)}")
+    return target, st
+
+
+def _new_file_mode():
+    mask = os.umask(0)  # the only way to read it: put back at once
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def write(state, path, meta):
+    """Writes the file whole beside what it replaces, syncs it, then renames it there; on any failure the
+    temporary is removed and the old file is left as it was. The old file's mode (and owner, where that is
+    allowed) is kept; a new file gets 0666 less the umask."""
+    from safetensors.torch import save  # not save_file, which puts a new file of mode 0600 at its path
+    target, old = _target(path)
+    folder, name = os.path.split(os.path.abspath(target))
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(fd, stat.S_IMODE(old.st_mode) if old else _new_file_mode())
+            if old:
+                with contextlib.suppress(OSError):  # allowed only where the owner may be given away (root)
+                    os.fchown(fd, old.st_uid, old.st_gid)
+            f.write(save(state, metadata=meta))
+            f.flush()
+            os.fsync(fd)
+        os.replace(tmp, target)
     except BaseException:
         os.unlink(tmp)
         raise
@@ -160,6 +203,7 @@ def convert(args):
     if os.path.exists(args.output) and os.path.exists(args.checkpoint) and \
             os.path.samefile(args.checkpoint, args.output):
         raise ConvertError(f"{args.output} is the checkpoint itself: give another output")
+    _target(args.output)  # an output that cannot be written is refused before the checkpoint is read
     state, config = read_checkpoint(args.checkpoint)
     state = drop_layerwise_aliases(select(state, args.prefix))
     meta = metadata(args, config, state)

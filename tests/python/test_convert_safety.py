@@ -4,13 +4,16 @@ A pickle that calls os.system is refused in the zip and the legacy format
 and runs nothing; tied tensors keep every name; the input is never
 overwritten; heads below 1, non-string keys, a tensor named __metadata__ and
 dtypes the library cannot read are errors, and no file is left behind.
-A checkpoint that is not a regular file is refused, and every failure is one
+The output is written as the linformer program writes its own (a symlink's
+target replaced, the mode kept, synced before the rename), an output or a
+checkpoint that is not a regular file is refused, and every failure is one
 line, never a traceback.
 """
 import contextlib
 import io
 import os
 import pickle
+import stat
 import subprocess
 import sys
 import types
@@ -169,6 +172,57 @@ def test_the_hint_of_run_on_a_checkpoint_is_a_command_that_works(tmp_path):
 def ckpt(tmp_path):
     torch.save({"w": torch.ones(2, 3)}, tmp_path / "m.pt")
     return tmp_path / "m.pt"
+
+
+def test_a_symlinked_output_replaces_its_target_and_keeps_the_link(ckpt, tmp_path):
+    (tmp_path / "target").write_text("old")
+    os.symlink("target", tmp_path / "link.safetensors")
+    assert convert(ckpt, tmp_path / "link.safetensors", "--heads", 1).returncode == 0
+    assert os.readlink(tmp_path / "link.safetensors") == "target"
+    with safe_open(tmp_path / "target", "np") as f:
+        assert f.keys() == ["w"]
+    os.symlink("missing", tmp_path / "dangling.safetensors")
+    r = convert(ckpt, tmp_path / "dangling.safetensors", "--heads", 1)
+    assert r.returncode == 1 and "symbolic link to a missing file" in r.stderr, r.stderr
+    assert os.path.islink(tmp_path / "dangling.safetensors") and not (tmp_path / "missing").exists()
+
+
+def test_an_old_file_keeps_its_mode_and_a_new_one_follows_the_umask(ckpt, tmp_path):
+    old = tmp_path / "old.safetensors"
+    old.write_text("old")
+    os.chmod(old, 0o640)
+    mask = os.umask(0o027)
+    try:
+        assert convert(ckpt, old, "--heads", 1).returncode == 0
+        assert convert(ckpt, tmp_path / "new.safetensors", "--heads", 1).returncode == 0
+    finally:
+        os.umask(mask)
+    assert stat.S_IMODE(os.stat(old).st_mode) == 0o640
+    assert stat.S_IMODE(os.stat(tmp_path / "new.safetensors").st_mode) == 0o640  # 0666 & ~027
+
+
+@pytest.mark.parametrize("kind", ["FIFO", "directory"])
+def test_an_output_that_is_not_a_regular_file_is_refused(ckpt, tmp_path, kind):
+    out = tmp_path / "out"
+    os.mkfifo(out) if kind == "FIFO" else os.mkdir(out)
+    r = convert(ckpt, out, "--heads", 1)
+    assert r.returncode == 1 and f"cannot write {out}: it is a {kind}" in r.stderr, r.stderr
+    assert (stat.S_ISFIFO if kind == "FIFO" else stat.S_ISDIR)(os.lstat(out).st_mode)
+    assert sorted(os.listdir(tmp_path)) == ["m.pt", "out"]
+
+
+def test_the_data_is_synced_before_the_rename_and_a_failure_leaves_the_old_file(ckpt, tmp_path, monkeypatch):
+    old = tmp_path / "o.safetensors"
+    old.write_text("old")
+    synced = []
+
+    def failing_fsync(fd):
+        synced.append(os.fstat(fd).st_size)
+        raise OSError(5, "Input/output error")
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    r = convert(ckpt, old, "--heads", 1)
+    assert r.returncode == 1 and "Input/output error" in r.stderr and synced[0] > 100, (r.stderr, synced)
+    assert old.read_text() == "old" and sorted(os.listdir(tmp_path)) == ["m.pt", "o.safetensors"]
 
 
 def test_a_fifo_checkpoint_is_refused_at_once(tmp_path):
