@@ -1,13 +1,33 @@
 """Devices and contexts: what device= picks, and the lf_context a model runs on."""
 import ctypes
+import numbers
 import os
 from dataclasses import dataclass
 
 from . import _native as n
-from .errors import raise_for
+from .errors import ArgumentError, raise_for
 
 ERRBUF = 4096
 TYPES = {1: "gpu", 2: "cpu", 4: "accelerator", 8: "other"}
+INT_MAX, UINT64_MAX = 2**31 - 1, 2**64 - 1
+
+
+def c_string(name, value):
+    """A str, bytes or path as the bytes C reads; ArgumentError where a NUL byte would cut it short there."""
+    try:
+        data = os.fsencode(value)
+    except TypeError:
+        raise ArgumentError(f"{name} must be a string, got {type(value).__name__}") from None
+    if b"\0" in data:
+        raise ArgumentError(f"{name} {value!r} holds a NUL byte, where C would end it")
+    return data
+
+
+def c_integer(name, value, low, high):
+    """An integer checked against [low, high] before ctypes would wrap it into its C type."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= value <= high:
+        raise ArgumentError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
+    return int(value)
 
 
 def text(b):
@@ -28,7 +48,7 @@ def selector_bytes(device):
         device = device.selector
     if not isinstance(device, str):
         raise TypeError(f"device must be a selector string, a Device or None, not {type(device).__name__}")
-    return device.encode()
+    return c_string("device", device)
 
 
 def host_blas_library():

@@ -1,9 +1,8 @@
 """load(): every file `linformer run` serves, as a Model."""
 import ctypes
-import os
 
 from . import _native as n
-from ._context import Context, call_with_errbuf, text
+from ._context import INT_MAX, UINT64_MAX, Context, c_integer, c_string, call_with_errbuf, text
 from .errors import ArgumentError
 from .model import Model, ModelInfo
 
@@ -13,7 +12,7 @@ KINDS = {1: "encoder", 2: "token encoder", 3: "language model"}
 
 def _parse(fn, name, what):
     value = ctypes.c_int()
-    if fn(name.encode(), ctypes.byref(value)):
+    if fn(c_string(what, name), ctypes.byref(value)):
         raise ArgumentError(f"{what} \"{name}\" is not known")
     return value.value
 
@@ -49,7 +48,7 @@ def stack_info(ctx, handle):
 def _load_layer(ctx, path, heads, mode, causal, projection, k, seed):
     opts = n.LoadOptions()
     n.lib.lf_load_options_init(ctypes.byref(opts))
-    opts.heads = heads or 0
+    opts.heads = heads
     if mode is not None:
         opts.mode = _parse(n.lib.lf_mode_parse, mode, "mode")
     opts.causal = -1 if causal is None else int(bool(causal))
@@ -57,7 +56,7 @@ def _load_layer(ctx, path, heads, mode, causal, projection, k, seed):
         if projection not in PROJECTIONS:
             raise ArgumentError(f"projection \"{projection}\" is not one of {', '.join(PROJECTIONS)}")
         opts.projection = PROJECTIONS[projection]
-    opts.k, opts.seed = k or 0, seed
+    opts.k, opts.seed = k, seed
     handle, cfg = n.handle(), n.AttentionConfig()
     ctx.check(n.lib.lf_attention_load_with(ctx.handle, path, ctypes.byref(opts), ctypes.byref(handle)))
     n.lib.lf_attention_config_get(handle, ctypes.byref(cfg))
@@ -65,12 +64,12 @@ def _load_layer(ctx, path, heads, mode, causal, projection, k, seed):
 
 
 def _load_stack(ctx, path, heads, prefix, activation, norm):
-    opts = n.ModelOptions(heads=heads or 0)
+    opts = n.ModelOptions(heads=heads)
     if activation is not None:
         opts.activation = _parse(n.lib.lf_activation_parse, activation, "activation")
     if norm is not None:
         opts.norm = _parse(n.lib.lf_norm_parse, norm, "norm")
-    opts.prefix = prefix.encode() if prefix is not None else None
+    opts.prefix = c_string("prefix", prefix) if prefix is not None else None
     handle = n.handle()
     ctx.check(n.lib.lf_model_load(ctx.handle, path, ctypes.byref(opts), ctypes.byref(handle)))
     try:
@@ -88,11 +87,14 @@ def load(path, device=None, heads=None, *, mode=None, causal=None, projection=No
     mode ("linformer", "dense", "flash"), causal, projection ("learned",
     "random", "mean", "max"), k and seed apply to a layer file; prefix,
     activation ("gelu", "gelu_tanh", "relu") and norm ("pre", "post") to a
-    model. heads, when given, must agree with the file's __metadata__.
+    model. heads, when given, must agree with the file's __metadata__. None
+    (k, heads) is the file's. A string holding a NUL byte, or an integer
+    outside what its C field holds, is an ArgumentError naming it.
     """
-    path = os.fsencode(path)
-    if heads is not None and (not isinstance(heads, int) or heads < 1):
-        raise ArgumentError(f"heads must be a positive integer, got {heads!r}")
+    path = c_string("path", path)
+    heads = 0 if heads is None else c_integer("heads", heads, 1, INT_MAX)
+    k = 0 if k is None else c_integer("k", k, 1, INT_MAX)
+    seed = c_integer("seed", seed, 0, UINT64_MAX)
     layer = is_layer_file(path) and prefix is None
     if layer and (activation or norm):
         raise ArgumentError("activation and norm are for models; the file holds one attention layer")

@@ -89,6 +89,8 @@ class Model:
         if info.takes_tokens:
             if x.ndim != 2 or x.dtype.kind not in "iu":
                 raise ArgumentError(f"tokens must be integers [batch, n], got shape {x.shape} of {x.dtype}")
+            if x.dtype == np.uint64 and x.size and int(x.max()) > 2**63 - 1:  # would wrap to a negative id
+                raise ArgumentError(f"tokens hold {x.max()}, which does not fit the int64 ids the library takes")
             return np.ascontiguousarray(x, dtype=np.int64)
         if x.ndim != 3 or x.shape[2] != info.d_model:
             raise ArgumentError(f"x must be [batch, n, {info.d_model}], got shape {x.shape}")

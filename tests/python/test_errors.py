@@ -51,7 +51,8 @@ def test_non_contiguous_and_read_only_inputs_are_read_as_they_are(layer):
 
 @pytest.mark.parametrize("tokens,words", [(np.full((1, 4), 30), "vocab"), (np.full((1, 4), -1), "vocab"),
                                           (np.zeros((1, 4), np.float32), "integers"),
-                                          (np.zeros((1, 4, 1), np.int64), "integers")])
+                                          (np.zeros((1, 4, 1), np.int64), "integers"),
+                                          (np.full((1, 4), 2**63 + 1, np.uint64), "9223372036854775809.*int64")])
 def test_bad_tokens(tokens, words):
     with linformer_cl.load(LM, device="pocl") as lm:
         good = np.arange(4, dtype=np.int64)[None]
@@ -83,6 +84,21 @@ def test_files_and_devices(tmp_path):
         linformer_cl.load(LAYER, heads=2)
     with pytest.raises(ArgumentError, match="for models"):
         linformer_cl.load(LAYER, norm="pre")
+
+
+@pytest.mark.parametrize("options,words", [
+    (dict(path=LAYER + "\0junk"), r"path '.*plain.model.safetensors\\x00junk' holds a NUL byte"),
+    (dict(device="pocl\0xyz"), r"device 'pocl\\x00xyz' holds a NUL byte"),
+    (dict(mode="dense\0junk"), "mode 'dense.*' holds a NUL byte"),
+    (dict(path=os.path.join(DATA, "models", "encoder_short.model.safetensors"), prefix="\0zz"), "prefix '.*zz' holds"),
+    (dict(heads=2**32 + 4), r"heads must be an integer in \[1, 2147483647\], got 4294967300"),
+    (dict(projection="random", k=2**32 + 4), r"k must be an integer in \[1, 2147483647\], got 4294967300"),
+    (dict(projection="random", k=10**30), r"k must be an integer .*, got 10{30}"),
+    (dict(projection="random", seed=2**64 + 1), r"seed must be an integer in \[0, 18446744073709551615\]"),
+], ids=["NUL in path", "NUL in device", "NUL in mode", "NUL in prefix", "heads", "k", "huge k", "seed"])
+def test_what_ctypes_would_cut_short_is_refused(options, words):
+    with pytest.raises(ArgumentError, match=words):
+        linformer_cl.load(**{"path": LAYER, "device": "pocl", **options})
 
 
 def test_every_status_has_its_class():
