@@ -34,17 +34,36 @@ LAYER = dict(free=n.lib.lf_attention_free, profile=n.lib.lf_attention_last_profi
 STACK = dict(free=n.lib.lf_model_free, profile=n.lib.lf_model_last_profile, device_bytes=n.lib.lf_model_device_bytes)
 
 
-def _torch_in(x):
-    """(numpy array, True) for a torch tensor, (x, False) otherwise; torch is not imported for numpy input."""
-    if type(x).__module__.startswith("torch") and hasattr(x, "detach"):
-        return x.detach().cpu().numpy(), True
-    return x, False
+def is_torch(x):
+    """Whether x is a torch tensor; torch is not imported to tell."""
+    return type(x).__module__.startswith("torch") and hasattr(x, "detach")
+
+
+def torch_values(name, t):
+    """A torch tensor's values, detached on the CPU with any lazy negation or conjugation resolved (numpy()
+    refuses those); ArgumentError naming it where it holds none (meta) or is not dense (sparse)."""
+    if t.is_meta:
+        raise ArgumentError(f"{name} is on the meta device: it has a shape but no values")
+    if str(t.layout) != "torch.strided":
+        raise ArgumentError(f"{name} is a {t.layout} tensor, not a dense one (convert it with .to_dense())")
+    return t.detach().cpu().resolve_conj().resolve_neg()
+
+
+def _torch_in(x, name, want):
+    """(numpy array, True) for a torch tensor, (x, False) otherwise; `want` says what `name` must be."""
+    if not is_torch(x):
+        return x, False
+    t = torch_values(name, x)
+    try:
+        return t.numpy(), True
+    except TypeError:  # bfloat16 and the other dtypes numpy has none of: refused as float16 is
+        raise ArgumentError(f"{name} must be {want}, got {t.dtype}") from None
 
 
 def _lengths(lengths, batch, n_rows):
     if lengths is None:
         return None
-    arr = np.asarray(lengths)
+    arr = np.asarray(_torch_in(lengths, "lengths", "integers")[0])
     if arr.ndim != 1 or arr.shape[0] != batch or (arr.size and arr.dtype.kind not in "iu"):
         raise ArgumentError(f"lengths must be {batch} integers (one per sequence), got shape {arr.shape} "
                             f"of {arr.dtype}")
@@ -57,8 +76,10 @@ class Model:
     """A layer or model on one device. model(x, lengths=None) runs a forward.
 
     x: float32 [batch, n, d_model], or integer token ids [batch, n] for token
-    models (converted to int64). Another float dtype is refused (no silent
-    rounding); a non-contiguous array is copied; a read-only one is only read.
+    models (converted to int64), as numpy arrays or torch tensors (read on the
+    CPU; meta and sparse ones are refused). Another float dtype, bfloat16
+    included, is refused (no silent rounding); a non-contiguous array is
+    copied; a read-only one is only read.
     A Model owns its handle of the library: it is neither copied nor pickled.
     """
 
@@ -99,7 +120,7 @@ class Model:
         return np.ascontiguousarray(x)
 
     def __call__(self, x, lengths=None):
-        x, was_torch = _torch_in(x)
+        x, was_torch = _torch_in(x, *(("tokens", "integers") if self.info.takes_tokens else ("x", "float32")))
         x = self._input(x)
         batch, rows = x.shape[0], x.shape[1]
         if batch < 1 or rows < 1:

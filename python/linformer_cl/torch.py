@@ -6,6 +6,7 @@ backward pass through it raises instead of returning made-up gradients.
 import torch
 from torch import nn
 
+from .errors import ArgumentError
 from .from_torch import from_torch
 from .load import load
 
@@ -49,6 +50,9 @@ class Module(nn.Module):
     def forward(self, x, lengths=None):
         if self.training:
             raise RuntimeError(INFERENCE_ONLY + " (train mode is refused)")
+        if not torch.is_tensor(x):
+            raise ArgumentError(f"x must be a torch tensor, got {type(x).__name__} (a Model takes numpy arrays: "
+                                "call module.model)")
         y = _Forward.apply(x, self.model, lengths) if torch.is_grad_enabled() and x.requires_grad \
             else self.model(x, lengths)
         return y.to(x.device)

@@ -117,3 +117,16 @@ def test_a_model_is_neither_copied_nor_pickled(layer, how):
     with pytest.raises(ArgumentError, match="cannot be copied or pickled"):
         fn(layer)
     assert layer(x).shape == x.shape
+
+
+def test_torch_tensors_are_read_as_they_are_or_refused_by_name(layer):
+    torch = pytest.importorskip("torch")
+    t = torch.from_numpy(x)
+    np.testing.assert_array_equal(layer(torch._neg_view(t)).numpy(), layer(-x))  # negated lazily: the bit resolved
+    bad = {"x must be float32, got torch.bfloat16": (t.bfloat16(), None),
+           "x is on the meta device": (t.to("meta"), None),
+           "x is a torch.sparse_coo tensor, not a dense one": (t.to_sparse(), None),
+           "lengths is on the meta device": (t, torch.zeros(2, dtype=torch.int64, device="meta"))}
+    for words, (tensor, lengths) in bad.items():
+        with pytest.raises(ArgumentError, match=words):
+            layer(tensor, lengths=lengths)

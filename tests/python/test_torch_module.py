@@ -1,4 +1,5 @@
 """linformer_cl.torch.Module: the same output as the lucidrains module, and training refused clearly."""
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -36,3 +37,14 @@ def test_backward_and_train_mode_say_inference_only(pair):
         wrapped.train()
     wrapped.eval()
     assert wrapped(x.detach()).shape == (1, 16, 12)
+
+
+def test_a_numpy_array_or_a_bfloat16_tensor_is_refused_by_name(pair):
+    import linformer_cl
+    _, wrapped = pair
+    x = torch.randn(1, 16, 12)
+    with pytest.raises(linformer_cl.ArgumentError, match="x must be a torch tensor, got ndarray"):
+        wrapped(x.numpy())
+    with pytest.raises(linformer_cl.ArgumentError, match="x must be float32, got torch.bfloat16"):
+        wrapped(x.bfloat16())
+    np.testing.assert_array_equal(wrapped(x).numpy(), wrapped.model(x.numpy()))
