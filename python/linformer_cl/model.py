@@ -105,30 +105,32 @@ class Model:
         return self._handle
 
     def _input(self, x):
+        """x checked, then as the library reads it: every check comes before the copy, since a broadcast view
+        may stand for more than memory holds."""
         x = np.asarray(x)
         info = self.info
         if info.takes_tokens:
             if x.ndim != 2 or x.dtype.kind not in "iu":
                 raise ArgumentError(f"tokens must be integers [batch, n], got shape {x.shape} of {x.dtype}")
-            if x.dtype == np.uint64 and x.size and int(x.max()) > 2**63 - 1:  # would wrap to a negative id
-                raise ArgumentError(f"tokens hold {x.max()}, which does not fit the int64 ids the library takes")
-            return np.ascontiguousarray(x, dtype=np.int64)
-        if x.ndim != 3 or x.shape[2] != info.d_model:
+        elif x.ndim != 3 or x.shape[2] != info.d_model:
             raise ArgumentError(f"x must be [batch, n, {info.d_model}], got shape {x.shape}")
-        if x.dtype != np.float32:
+        elif x.dtype != np.float32:
             raise ArgumentError(f"x must be float32, got {x.dtype} (convert it with .astype(numpy.float32))")
-        return np.ascontiguousarray(x)
+        batch, rows = x.shape[0], x.shape[1]
+        if batch < 1 or rows < 1:
+            raise ArgumentError(f"batch and n must be at least 1, got shape {x.shape}")
+        if rows > info.max_seq_len:
+            raise ArgumentError(f"n {rows} is above max_seq_len {info.max_seq_len}")
+        if batch > 2**31 - 1:
+            raise ArgumentError(f"batch {batch} is over the library's limit")
+        if x.dtype == np.uint64 and int(x.max()) > 2**63 - 1:  # would wrap to a negative id
+            raise ArgumentError(f"tokens hold {x.max()}, which does not fit the int64 ids the library takes")
+        return np.ascontiguousarray(x, dtype=np.int64 if info.takes_tokens else np.float32)
 
     def __call__(self, x, lengths=None):
         x, was_torch = _torch_in(x, *(("tokens", "integers") if self.info.takes_tokens else ("x", "float32")))
         x = self._input(x)
         batch, rows = x.shape[0], x.shape[1]
-        if batch < 1 or rows < 1:
-            raise ArgumentError(f"batch and n must be at least 1, got shape {x.shape}")
-        if rows > self.info.max_seq_len:
-            raise ArgumentError(f"n {rows} is above max_seq_len {self.info.max_seq_len}")
-        if batch > 2**31 - 1:
-            raise ArgumentError(f"batch {batch} is over the library's limit")
         lens = _lengths(lengths, batch, rows)
         y = np.empty((batch, rows, self.info.out_width), dtype=np.float32)
         lens_p = lens.ctypes.data_as(n.lengths_p) if lens is not None else None

@@ -18,6 +18,7 @@ BAD_X = {
     "width": (x[..., :31].copy(), None, "[batch, n, 32]"),
     "n 0": (x[:, :0], None, "at least 1"),
     "n above max_seq_len": (np.zeros((1, 49, 32), np.float32), None, "max_seq_len 48"),
+    "batch past the limit, as a broadcast view": (np.broadcast_to(x[:1, :1], (2**33, 1, 32)), None, "batch 8589934592"),
     "negative length": (x, [3, -1], "[0, 40]"),
     "length above n": (x, [41, 3], "[0, 40]"),
     "one length for two sequences": (x, [3], "2 integers"),
