@@ -8,7 +8,7 @@ from . import _native as n
 from .errors import ArgumentError
 from .layouts import TRANSPOSED
 from .load import stack_info
-from .model import Model
+from .model import Model, is_torch, torch_values
 
 # lf_sharing, lf_model_kind, lf_activation, lf_norm, lf_position values of include/linformer.h
 SHARE_HEADWISE, SHARE_KV, SHARE_LAYERWISE = 1, 2, 3
@@ -18,9 +18,16 @@ NORM_PRE, NORM_POST = 1, 2
 POSITION_INPUT = 1
 
 
+def torch_tensor(name, value):
+    """value, a torch tensor; ArgumentError naming it otherwise (a numpy array among a state dict's tensors)."""
+    if not is_torch(value):
+        raise ArgumentError(f"tensor \"{name}\" is not a torch tensor (got {type(value).__name__})")
+    return value
+
+
 def _array(name, tensor, stored):
     """A float32 C-ordered copy of a tensor, in the layout the library takes."""
-    t = tensor.detach().cpu()
+    t = torch_values(f"tensor \"{name}\"", torch_tensor(name, tensor))
     if not t.is_floating_point():
         raise ArgumentError(f"tensor \"{name}\" is {t.dtype}, not a floating-point tensor")
     a = t.float().numpy()

@@ -2,20 +2,31 @@
 
 The shapes say the sizes and which tensors exist (biases, compress_v, one
 compress_layer for every layer, embeddings and norms); args say the head
-count, the activation and the norm placement.
+count, the activation and the norm placement. What the file loader refuses
+(host/io/model_load.c) is refused here too, naming the tensor: one it does
+not know under the encoder's stem (a layer past a gap in the numbering
+included), a required one missing, a layer's own projection beside the
+layerwise one.
 """
 import ctypes
 
 from . import _native as n
 from ._build import GELU, GELU_TANH, NORM_POST, NORM_PRE, POSITION_INPUT, RELU, SHARE_HEADWISE, SHARE_KV
-from ._build import SHARE_LAYERWISE, ENCODER, TOKEN_ENCODER, build_stack
-from ._context import Context
-from .errors import ArgumentError, UnsupportedError
+from ._build import SHARE_LAYERWISE, ENCODER, TOKEN_ENCODER, build_stack, torch_tensor
+from ._context import INT_MAX, Context, c_integer
+from .convert import DROPPED_SUFFIXES
+from .errors import ArgumentError, FormatError, UnsupportedError
 from .layouts import FAIRSEQ_LAYER, FAIRSEQ_MODEL
+from .model import torch_values
 
 PROBE = "layers.0.self_attn.q_proj.weight"
 ACTIVATIONS = {"gelu": GELU, "gelu_accurate": GELU_TANH, "gelu_fast": GELU_TANH, "gelu_tanh": GELU_TANH,
                "relu": RELU}
+# What every layer must have, as host/io/layouts.c says: its biases and projections are optional.
+REQUIRED = ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+            "self_attn.out_proj.weight", "self_attn_layer_norm.weight", "self_attn_layer_norm.bias",
+            "final_layer_norm.weight", "final_layer_norm.bias", "fc1.weight", "fc2.weight")
+PROJECTIONS = ("self_attn.compress_k.weight", "self_attn.compress_v.weight")
 
 
 def _arg(args, key, default=None):
@@ -30,16 +41,56 @@ def _stem(state):
     return stems[0]
 
 
+def _shape(state, name):
+    """The shape of state[name], a 2-D torch tensor; None where it is absent."""
+    if name not in state:
+        return None
+    t = torch_tensor(name, state[name])
+    if t.dim() != 2:
+        raise ArgumentError(f"tensor \"{name}\" has {t.dim()} dimensions, expected 2")
+    return tuple(t.shape)
+
+
+def _check_tensors(state, stem, layers, shared):
+    """Refuses what lf_model_load refuses of the same tensors in a file, naming the tensor."""
+    known = {stem + name for _, name, _ in FAIRSEQ_MODEL}
+    known |= {f"{stem}layers.{i}.{name}" for i in range(layers) for _, name, _ in FAIRSEQ_LAYER}
+    for name in state:
+        if isinstance(name, str) and name.startswith(stem) and name not in known and \
+                not name.endswith(DROPPED_SUFFIXES):  # fairseq's bookkeeping buffers, which the converter drops
+            raise FormatError(f"unknown tensor \"{name}\" (not part of fairseq's encoder of {layers} layers)")
+    ff_biases = [f"{stem}layers.0.{fc}.bias" in state for fc in ("fc1", "fc2")]
+    for i in range(layers):
+        base = f"{stem}layers.{i}."
+        missing = next((base + name for name in REQUIRED if base + name not in state), None)
+        if missing:
+            raise ArgumentError(f"tensor \"{missing}\" is missing")
+        if [base + f"{fc}.bias" in state for fc in ("fc1", "fc2")] != ff_biases:
+            raise UnsupportedError(f"layer {i}'s feed-forward differs from layer 0's in its biases")
+        for name in PROJECTIONS:  # fairseq names the layerwise projection in every layer: only it may be here
+            if shared is not None and base + name in state and not _same(base + name, state, stem):
+                raise FormatError(f"tensor \"{base}{name}\" is a projection of the layer's own beside the layerwise "
+                                  f"\"{stem}compress_layer.weight\"")
+
+
+def _same(name, state, stem):
+    """Whether state[name] holds the values of the layerwise projection."""
+    import torch
+    a, b = state[name], state[stem + "compress_layer.weight"]
+    return a is b or torch.equal(torch_values(f"tensor \"{name}\"", torch_tensor(name, a)),
+                                 torch_values(f"tensor \"{stem}compress_layer.weight\"", b))
+
+
 def _attention(state, base, heads, shared):
     """Layer `base`'s lf_attention_config: sizes from q_proj and E's shape, biases from what exists."""
-    q = state[base + "self_attn.q_proj.weight"]
-    e = shared if shared is not None else state.get(base + "self_attn.compress_k.weight")
+    q = _shape(state, base + "self_attn.q_proj.weight")
+    e = shared if shared is not None else _shape(state, base + "self_attn.compress_k.weight")
     if e is None:
         raise ArgumentError(f"\"{base}self_attn.compress_k.weight\" is missing (and there is no compress_layer)")
-    if q.shape[0] % heads:
-        raise ArgumentError(f"{q.shape[0]} query rows do not split into {heads} heads")
+    if q[0] % heads:
+        raise ArgumentError(f"{q[0]} query rows do not split into {heads} heads")
     cfg = n.AttentionConfig()
-    n.lib.lf_attention_config_init(ctypes.byref(cfg), q.shape[1], heads, e.shape[1], e.shape[0])
+    n.lib.lf_attention_config_init(ctypes.byref(cfg), q[1], heads, e[1], e[0])
     has = lambda name: base + "self_attn." + name in state
     cfg.bias_q, cfg.bias_k, cfg.bias_v, cfg.bias_out = (has(p + "_proj.bias") for p in ("q", "k", "v", "out"))
     cfg.position = POSITION_INPUT
@@ -48,28 +99,29 @@ def _attention(state, base, heads, shared):
 
 
 def model_config(state, stem, args):
-    heads = int(_arg(args, "encoder_attention_heads", 0))
-    if heads < 1:
-        raise ArgumentError("args give no positive encoder_attention_heads")
+    # integers as the file loader takes them from __metadata__, checked before ctypes would wrap them
+    heads = c_integer("encoder_attention_heads", _arg(args, "encoder_attention_heads"), 1, INT_MAX)
+    padding_idx = c_integer("padding_idx", _arg(args, "padding_idx", 1), -1, 1 << 20)
     act = _arg(args, "activation_fn", "gelu")
-    if act not in ACTIVATIONS:
-        raise UnsupportedError(f"activation \"{act}\" is not supported ({', '.join(ACTIVATIONS)})")
+    if not isinstance(act, str) or act not in ACTIVATIONS:
+        raise UnsupportedError(f"activation_fn {act!r} is not supported ({', '.join(ACTIVATIONS)})")
     layers = 0
     while f"{stem}layers.{layers}.self_attn.q_proj.weight" in state:
         layers += 1
-    shared = state.get(stem + "compress_layer.weight")
+    shared = _shape(state, stem + "compress_layer.weight")
+    _check_tensors(state, stem, layers, shared)
     attn = (n.AttentionConfig * layers)(*[_attention(state, f"{stem}layers.{i}.", heads, shared)
                                           for i in range(layers)])
-    fc1, tok = state[stem + "layers.0.fc1.weight"], state.get(stem + "embed_tokens.weight")
+    fc1, tok = _shape(state, stem + "layers.0.fc1.weight"), _shape(state, stem + "embed_tokens.weight")
     cfg = n.ModelConfig()
     n.lib.lf_model_config_init(ctypes.byref(cfg), TOKEN_ENCODER if tok is not None else ENCODER, layers,
-                               fc1.shape[1], fc1.shape[0], tok.shape[0] if tok is not None else 0)
+                               fc1[1], fc1[0], tok[0] if tok is not None else 0)
     cfg.norm = NORM_PRE if _arg(args, "encoder_normalize_before", False) else NORM_POST
     cfg.activation = ACTIVATIONS[act]
     cfg.bias_ff1, cfg.bias_ff2 = (f"{stem}layers.0.{fc}.bias" in state for fc in ("fc1", "fc2"))
-    pos = state.get(stem + "embed_positions.weight")
-    cfg.positions = pos.shape[0] if pos is not None and tok is not None else 0
-    cfg.pos_offset = int(_arg(args, "padding_idx", 1)) + 1
+    pos = _shape(state, stem + "embed_positions.weight")
+    cfg.positions = pos[0] if pos is not None and tok is not None else 0
+    cfg.pos_offset = padding_idx + 1
     cfg.emb_norm = any(stem + f"{name}.weight" in state for name in ("layernorm_embedding", "emb_layer_norm"))
     cfg.final_norm = stem + "layer_norm.weight" in state
     return cfg, attn
