@@ -44,15 +44,25 @@ def _activation(act):
     raise UnsupportedError(f"activation {kind} is not supported (GELU, the tanh GELU, ReLU)")
 
 
-def _blocks(linformer):
+def _blocks(linformer, stem):
     if type(linformer.net).__name__ == "ReversibleSequence":
         raise UnsupportedError("a reversible Linformer (reversible=True) is not supported")
-    return [(block[0].fn, block[1].fn, block[0].norm, block[1].norm) for block in linformer.net.layers]
+    blocks = [(block[0].fn, block[1].fn, block[0].norm, block[1].norm) for block in linformer.net.layers]
+    if not blocks:
+        raise ArgumentError(f"{stem}net.layers is empty: a Linformer of depth 0 has no model to run")
+    for i, (_, _, *norms) in enumerate(blocks):
+        for j, norm in enumerate(norms):  # the library's norms have a weight and a bias
+            kind = type(norm).__name__
+            if kind != "LayerNorm" or norm.weight is None or norm.bias is None:
+                what = "a LayerNorm without its weight or bias" if kind == "LayerNorm" else kind
+                raise UnsupportedError(f"{stem}net.layers.{i}.{j}.norm is {what}: only a LayerNorm with a weight "
+                                       "and a bias is supported")
+    return blocks
 
 
 def model_config(linformer, lm=None):
     """The lf_model_config of a Linformer (or the LinformerLM holding it) and its layers' attention configs."""
-    blocks = _blocks(linformer)
+    blocks = _blocks(linformer, "linformer." if lm is not None else "")
     att, ff, norm, _ = blocks[0]
     vocab = lm.token_emb.num_embeddings if lm is not None else 0
     cfg = n.ModelConfig()

@@ -82,3 +82,9 @@ def test_unsupported_modules_are_named():
         linformer_cl.from_torch(torch.nn.Linear(2, 2))
     with pytest.raises(linformer_cl.UnsupportedError, match="reversible"):
         linformer_cl.from_torch(Linformer(dim=8, seq_len=8, depth=1, k=2, heads=2, reversible=True))
+    with pytest.raises(linformer_cl.ArgumentError, match="linformer.net.layers is empty"):
+        linformer_cl.from_torch(LinformerLM(num_tokens=9, dim=8, seq_len=8, depth=0, k=2, heads=2))
+    module = Linformer(dim=8, seq_len=8, depth=2, k=2, heads=2)
+    module.net.layers[1][1].norm = torch.nn.Identity()
+    with pytest.raises(linformer_cl.UnsupportedError, match=r"net.layers.1.1.norm is Identity"):
+        linformer_cl.from_torch(module)
