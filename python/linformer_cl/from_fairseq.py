@@ -74,11 +74,12 @@ def _check_tensors(state, stem, layers, shared):
 
 
 def _same(name, state, stem):
-    """Whether state[name] holds the values of the layerwise projection."""
+    """Whether state[name] holds the values of the layerwise projection, in its dtype (as the file loader
+    compares them)."""
     import torch
-    a, b = state[name], state[stem + "compress_layer.weight"]
-    return a is b or torch.equal(torch_values(f"tensor \"{name}\"", torch_tensor(name, a)),
-                                 torch_values(f"tensor \"{stem}compress_layer.weight\"", b))
+    a, b = torch_tensor(name, state[name]), state[stem + "compress_layer.weight"]
+    return a is b or (a.dtype == b.dtype and torch.equal(torch_values(f"tensor \"{name}\"", a),
+                                                         torch_values(f"tensor \"{stem}compress_layer.weight\"", b)))
 
 
 def _attention(state, base, heads, shared):
