@@ -77,6 +77,29 @@ Test(model_files, fairseq_layerwise_post_norm_encoder_under_a_prefix)
     lf_builder_free(&b);
 }
 
+/* A layer's E or F beside fairseq's layerwise projection may only be a copy of
+ * it: one of its own would be a model the layerwise one does not run. */
+Test(model_files, fairseq_a_layers_own_projection_beside_the_layerwise_one_is_refused)
+{
+    static const char *own[] = {"layers.1.self_attn.compress_k.weight", "layers.1.self_attn.compress_v.weight"};
+    for (int i = 0; i < 2; i++) {
+        lf_builder b = {.rng = lf_test_seed()};
+        const lf_model_shape s = {.layers = 2, .D = 8, .heads = 2, .n = 11, .ff = 12, .k = {3}};
+        lf_ref_model ref;
+        lf_ref_layer L[2];
+        lf_fairseq_model(&b, "", &s, &ref, L);
+        lf_builder_add(&b, own[i], 3, 11, -1, 1);
+        char path[256];
+        temp_path(path, sizeof path, "fairseq_own");
+        const char *meta[] = {"heads", "2"};
+        lf_builder_write(&b, path, meta, 1);
+        lf_expect_load_refused(ctx, path, NULL, LF_ERR_FORMAT,
+                               (const char *[]){own[i] + strlen("layers.1."), "of its own beside the layerwise", NULL});
+        unlink(path);
+        lf_builder_free(&b);
+    }
+}
+
 Test(model_files, fairseq_token_encoder_with_embeddings)
 {
     lf_builder b = {.rng = lf_test_seed()};

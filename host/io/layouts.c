@@ -272,13 +272,15 @@ static lf_status projection(const lf_layer_tensors *l, int64_t *n, int64_t *k, b
     const lf_st_tensor *const *t = l->t, *shared = l->shared_e;
     const lf_role *shared_role = lf__layout_model_role(l->layout, "shared_e");
     const bool own = t[LF_R_E] && !(shared && same_tensor(t[LF_R_E], shared));
+    const bool own_f = t[LF_R_F] && !(shared && same_tensor(t[LF_R_F], shared));
     const char *e_name = l->layout->layer[LF_R_E].suffix, *shared_name = shared_role ? shared_role->suffix : "";
     if (!own && !shared)
         return FAIL(LF_ERR_FORMAT, "%s: layer %d has no \"%s\" and the model no \"%s\"", l->path, l->layer, e_name,
                     shared_name);
-    if (own && shared)
+    /* with a layerwise projection a layer's E and F may only be copies of it */
+    if (shared && (own || own_f))
         return FAIL(LF_ERR_FORMAT, "%s: layer %d has a \"%s\" of its own beside the layerwise \"%s\"", l->path,
-                    l->layer, e_name, shared_name);
+                    l->layer, own ? e_name : l->layout->layer[LF_R_F].suffix, shared_name);
     *layerwise = !own;
     const lf_st_tensor *e = own ? t[LF_R_E] : shared;
     const bool transposed = own ? l->layout->layer[LF_R_E].transposed : shared_role->transposed;

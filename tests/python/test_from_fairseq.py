@@ -81,6 +81,11 @@ def _own_compress_k(state):
     return state
 
 
+def _own_compress_v(state):
+    state[STEM + "layers.1.self_attn.compress_v.weight"] = torch.randn(3, 10)
+    return state
+
+
 def _extra(state):
     state[STEM + "layers.0.self_attn.extra.weight"] = torch.zeros(3)
     return state
@@ -90,6 +95,9 @@ REFUSED = {"a gap in the layers": (dict(layers=4), _without_layer_2, 'unknown te
            "an unknown tensor": ({}, _extra, 'unknown tensor "' + STEM + 'layers.0.self_attn.extra.weight"'),
            "a layer's own E beside the layerwise one": (dict(layerwise=True), _own_compress_k,
                                                         "layers.1.self_attn.compress_k.weight\" .*beside the layerwise"
+                                                        " \"" + STEM + "compress_layer.weight\""),
+           "a layer's own F beside the layerwise one": (dict(layerwise=True), _own_compress_v,
+                                                        "layers.1.self_attn.compress_v.weight\" .*beside the layerwise"
                                                         " \"" + STEM + "compress_layer.weight\"")}
 
 
