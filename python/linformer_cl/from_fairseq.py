@@ -134,6 +134,11 @@ def from_fairseq(state, args, device=None):
         raise ArgumentError("a fairseq state dict needs its args (encoder_attention_heads, activation_fn, ...)")
     stem = _stem(state)
     cfg, attn = model_config(state, stem, args)
+    head = stem[:-len("sentence_encoder.")] + "lm_head.dense.weight" if stem.endswith("sentence_encoder.") else None
+    if cfg.kind == TOKEN_ENCODER and head in state:  # lf_model_load serves it: logits, not the encoder's output
+        raise UnsupportedError(f"the state dict has a masked-LM head (\"{head}\") beside the encoder, which "
+                               "from_torch does not build: convert the checkpoint (python -m linformer_cl.convert) "
+                               "and load() the file, which gives its logits")
     skip = ("e", "f") if cfg.layers and attn[0].sharing == SHARE_LAYERWISE else ()  # the layers' aliases of it
     ctx = Context(device)
     try:

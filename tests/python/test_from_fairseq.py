@@ -114,6 +114,14 @@ def test_what_load_refuses_of_the_converted_file_is_refused(tmp_path, case):
         linformer_cl.load(tmp_path / "f.safetensors", device="pocl")
 
 
+def test_a_masked_lm_head_is_refused_not_passed_over():
+    """load() of the converted file gives the head's logits; from_torch builds no head, so it says so."""
+    state = fairseq_state(vocab=17)
+    state["encoder.lm_head.dense.weight"] = torch.zeros(8, 8)
+    with pytest.raises(linformer_cl.UnsupportedError, match='masked-LM head \\("encoder.lm_head.dense.weight"\\)'):
+        linformer_cl.from_torch(state, device="pocl", args={"encoder_attention_heads": 2})
+
+
 def _set(name, value):
     return lambda state: state.__setitem__(STEM + name, value)
 
