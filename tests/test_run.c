@@ -304,6 +304,18 @@ Test(run, output_fifo_is_written_not_replaced)
     cr_expect(holds_output(got), "the reader got the file");
 }
 
+/* A FIFO nobody reads is refused at once, before the inputs are read (timeout: the open used to block). */
+Test(run, output_fifo_without_a_reader_fails_at_once)
+{
+    char fifo[128], cmd[2048], log[8192];
+    path(fifo, "fifo");
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    snprintf(cmd, sizeof cmd, "timeout 60 %s run --model %s.model.safetensors --input /dev/null --output %s",
+             LF_TOOL_PATH, PLAIN, fifo);
+    cr_expect_eq(lf_test_system(cmd, log, sizeof log), 1, "%s", log);
+    cr_expect(strstr(log, fifo) && strstr(log, "FIFO with no reader"), "%s", log);
+}
+
 /* A link planted where a predictable temporary (OUTPUT.tmp.PID) would go is
  * never followed: the shell's $$ is the program's PID after exec. */
 Test(run, planted_temporary_link_is_not_followed)

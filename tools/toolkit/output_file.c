@@ -150,6 +150,19 @@ static mode_t new_file_mode(void)
     return 0666 & ~mask;
 }
 
+/* Opens what is written in place. O_NONBLOCK keeps a FIFO without a reader
+ * from blocking the open forever (it fails with ENXIO instead); the writes
+ * then block as usual. */
+static int open_in_place(const char *path)
+{
+    const int fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
+    if (fd >= 0 && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 output_file *output_file_open(const char *path, const char *const *inputs, size_t count, char *err, size_t err_size)
 {
     output_file *f = calloc(1, sizeof *f);
@@ -169,7 +182,8 @@ output_file *output_file_open(const char *path, const char *const *inputs, size_
         return discard(f), fail(err, err_size, path, strerror(errno));
     int fd;
     if (exists && !S_ISREG(st.st_mode)) { /* a device, FIFO or socket: written to, never replaced */
-        fd = open(f->target, O_WRONLY | O_NOCTTY | O_CLOEXEC);
+        fd = open_in_place(f->target);
+        if (fd < 0 && errno == ENXIO) return discard(f), fail(err, err_size, path, "it is a FIFO with no reader");
     } else {
         fd = make_temp(f, exists ? st.st_mode & 07777 : new_file_mode());
         /* the owner is kept where that is allowed (as root); elsewhere the file becomes the user's */

@@ -10,8 +10,9 @@
  * when NAME is next written. The existing file's mode is kept; a new file
  * gets 0666 less the umask. A symlink's target is replaced, not the link.
  * What is not a regular file (/dev/null, a FIFO, a terminal) is written to in
- * place, never replaced. A path that names one of the inputs (same device and
- * inode) is refused before anything is written.
+ * place, never replaced; a FIFO without a reader is refused, not waited on.
+ * A path that names one of the inputs (same device and inode) is refused
+ * before anything is written.
  */
 #ifndef LF_OUTPUT_FILE_H
 #define LF_OUTPUT_FILE_H
