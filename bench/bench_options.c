@@ -158,9 +158,6 @@ static int apply_values(bench_options *o, const char *const v[O_COUNT], char *er
         (v[O_WARMUP] && cli_int("--warmup", v[O_WARMUP], 0, BENCH_MAX_COUNT, &o->warmup, err, size)) ||
         (v[O_SEED] && cli_u64("--seed", v[O_SEED], &o->seed, err, size)))
         return -1;
-    const char *empty = v[O_DEVICE] && !*v[O_DEVICE] ? NULL : v[O_CSV] && !*v[O_CSV] ? "--csv"
-                        : v[O_JSON] && !*v[O_JSON] ? "--json" : v[O_PLOT] && !*v[O_PLOT] ? "--plot" : NULL;
-    if (empty) return fail(err, size, "%s: the file name is empty", empty);
     if (v[O_PLOT] && bench_plot_check_name(v[O_PLOT], err, size) != 0) return -1;
     o->device = v[O_DEVICE], o->csv = v[O_CSV], o->json = v[O_JSON], o->plot = v[O_PLOT];
     return 0;

@@ -103,7 +103,7 @@ const char *bench_plot_kind(const char *path)
 int bench_plot_check_name(const char *path, char *err, size_t err_size)
 {
     if (bench_plot_kind(path)) return 0;
-    snprintf(err, err_size, "--plot %s: the figure is drawn as .png, .svg or .pdf, by the file's extension", path);
+    snprintf(err, err_size, "--plot \"%s\": the figure is drawn as .png, .svg or .pdf, by the file's extension", path);
     return -1;
 }
 

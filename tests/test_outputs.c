@@ -134,6 +134,31 @@ Test(check, every_command_refuses_a_clash_before_any_work, .timeout = 600)
     lf_test_remove_dir(dir);
 }
 
+/* An empty file name is refused before any work, naming its option; nothing is written. */
+Test(check, every_command_refuses_an_empty_name_before_any_work, .timeout = 600)
+{
+    char dir[64], model[4200], input[4200], cmd[12000], log[8192];
+    lf_test_make_dir(dir, "outputs");
+    snprintf(model, sizeof model, MODEL, LF_SOURCE_DIR);
+    snprintf(input, sizeof input, INPUT, LF_SOURCE_DIR);
+    const char *cases[][2] = {
+        {"run --model %s --input %s --output ''", "--output"},
+        {"rank --model %s --input %s --csv ''", "--csv"},
+        {BENCH " --device '' --csv ''", "--csv"}, /* the empty --device once hid the empty --csv */
+        {BENCH " --json ''", "--json"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[9000];
+        snprintf(args, sizeof args, cases[i][0], model, input);
+        snprintf(cmd, sizeof cmd, "cd %s && %s %s", dir, LF_TOOL_PATH, args);
+        cr_expect_eq(lf_test_system(cmd, log, sizeof log), 1, "%s:\n%s", args, log);
+        cr_expect(strstr(log, cases[i][1]) && strstr(log, "\"\": the file name is empty"), "%s:\n%s", args, log);
+        cr_expect(strstr(log, "device") == NULL && strstr(log, "[1/") == NULL, "%s: work began first:\n%s", args, log);
+    }
+    cr_expect_eq(count_named(dir, ""), 2, "only . and .. are in the folder");
+    lf_test_remove_dir(dir);
+}
+
 /* A figure's extension is checked with the options: a usage error, as every other. */
 Test(check, a_figure_of_another_kind_is_a_usage_error)
 {

@@ -52,7 +52,7 @@ static int close_fd(void *cookie)
 /* A message naming the path; returns NULL for the callers' convenience. */
 static void *fail(char *err, size_t size, const char *path, const char *what)
 {
-    snprintf(err, size, "cannot write %s: %s", path, what);
+    snprintf(err, size, "cannot write \"%s\": %s", path, what);
     return NULL;
 }
 
@@ -174,7 +174,7 @@ output_file *output_file_open(const char *path, const char *const *inputs, size_
     if (!exists && errno != ENOENT) return discard(f), fail(err, err_size, path, strerror(errno));
     const char *input = exists ? same_as_input(&st, inputs, count) : NULL;
     if (input) {
-        snprintf(err, err_size, "cannot write %s: it is the input %s", path, input);
+        snprintf(err, err_size, "cannot write \"%s\": it is the input \"%s\"", path, input);
         return discard(f), NULL;
     }
     if (exists && S_ISDIR(st.st_mode)) return discard(f), fail(err, err_size, path, strerror(EISDIR));
@@ -278,14 +278,14 @@ static int clash(size_t i, const named_file *outputs, const named_file *inputs, 
     const named_file *o = &outputs[i];
     for (size_t j = 0; j < nin; j++)
         if (inputs[j].path && same_file(&ids[i], &ids[nout + j])) {
-            snprintf(err, err_size, "cannot write %s (%s): it is the input %s (%s)", o->path, o->role, inputs[j].path,
-                     inputs[j].role);
+            snprintf(err, err_size, "cannot write \"%s\" (%s): it is the input \"%s\" (%s)", o->path, o->role,
+                     inputs[j].path, inputs[j].role);
             return -1;
         }
     const bool shareable = ids[i].exists && !ids[i].regular; /* /dev/null takes any number of writers */
     for (size_t j = 0; j < i && !shareable; j++)
         if (outputs[j].path && same_file(&ids[i], &ids[j])) {
-            snprintf(err, err_size, "%s (%s) and %s (%s) are the same file: one output would be lost",
+            snprintf(err, err_size, "\"%s\" (%s) and \"%s\" (%s) are the same file: one output would be lost",
                      outputs[j].path, outputs[j].role, o->path, o->role);
             return -1;
         }
@@ -295,6 +295,9 @@ static int clash(size_t i, const named_file *outputs, const named_file *inputs, 
 int output_files_check(const named_file *outputs, size_t nout, const named_file *inputs, size_t nin, char *err,
                        size_t err_size)
 {
+    for (size_t i = 0; i < nout; i++)
+        if (outputs[i].path && !*outputs[i].path)
+            return snprintf(err, err_size, "%s \"\": the file name is empty", outputs[i].role), -1;
     file_identity *ids = calloc(nout + nin + 1, sizeof *ids);
     if (!ids) return snprintf(err, err_size, "out of host memory"), -1;
     for (size_t i = 0; i < nout; i++) identify(outputs[i].path, &ids[i]);

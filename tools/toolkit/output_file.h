@@ -57,8 +57,8 @@ typedef struct {
 } named_file;
 
 /*
- * The check every command makes before any work: no output is an input, and
- * no two outputs are one file (side files included). Files that exist are
+ * The check every command makes before any work: no output name is empty, no
+ * output is an input, and no two outputs are one file (side files included). Files that exist are
  * compared by device and inode (symlinks followed), others by their path
  * with the folder resolved. Two outputs may share what is not a regular file
  * (/dev/null). Returns 0, or -1 with a message in err naming both.
