@@ -202,8 +202,8 @@ static int commit_side_files(bench_plot_files *f, const char *name, char *err, s
     return rc;
 }
 
-int bench_plot_draw(bench_plot_files *f, const char *script_name, int blocks, const char *nothing, char *const extra[],
-                    char *err, size_t err_size)
+int bench_plot_draw(bench_plot_files *f, const char *script_name, int blocks, char *const extra[], char *err,
+                    size_t err_size)
 {
     char data[4096], script[4096], figure[4096], nblocks[16]; /* the paths outlive their files' handles */
     snprintf(data, sizeof data, "%s", output_file_path(f->data));
@@ -217,7 +217,6 @@ int bench_plot_draw(bench_plot_files *f, const char *script_name, int blocks, co
         used += snprintf(args + used, sizeof args - (size_t)used, " '%s'", extra[i]); /* words with spaces */
     }
     int rc = commit_side_files(f, script_name, err, err_size);
-    if (rc == 0 && blocks <= 0) rc = -1, snprintf(err, err_size, "nothing to plot: %s", nothing);
     if (rc == 0 && !in_path("gnuplot")) {
         snprintf(err, err_size,
                  "gnuplot is not installed (not found in PATH), so %s was not drawn; install it "
@@ -242,5 +241,5 @@ int bench_plot_finish(bench_plot_files *f, const bench_results *r, char *err, si
     bench_plot_styles styles;
     const int blocks = bench_plot_data(output_file_stream(f->data), r, &styles);
     char *extra[] = {styles.colours, styles.dashes, styles.shape, NULL};
-    return bench_plot_draw(f, "plot.gp", blocks, "no point was measured", extra, err, err_size);
+    return bench_plot_draw(f, "plot.gp", blocks, extra, err, err_size);
 }

@@ -47,7 +47,8 @@ typedef struct {
  * cannot be written); nothing stays open then. */
 int bench_plot_open(const char *path, bench_plot_files *f, char *err, size_t err_size);
 
-/* Writes the data and the script, then runs gnuplot into the figure. Returns 0,
+/* Writes the data and the script, then runs gnuplot into the figure; res has
+ * a measured point (the command checks that first). Returns 0,
  * or -1 with a message in err (gnuplot missing or failed: the data and script
  * stay, to draw by hand; the old figure is left as it was). Closes everything. */
 int bench_plot_finish(bench_plot_files *f, const bench_results *r, char *err, size_t err_size);
@@ -56,13 +57,13 @@ int bench_plot_finish(bench_plot_files *f, const bench_results *r, char *err, si
 void bench_plot_abort(bench_plot_files *f);
 
 /* The drawing step of any figure: the caller has written `blocks` data blocks
- * to f->data; the data and the built-in script `script_name` are put in place,
- * then gnuplot -c SCRIPT DATA BLOCKS KIND [extra...] (extra NULL-terminated,
- * at most 9) draws the figure. No blocks is an error saying `nothing` (e.g.
- * "no point was measured"). Returns 0, or -1 with a message in err (the data
- * and script stay, to draw by hand; the old figure is left as it was). Closes
- * everything. */
-int bench_plot_draw(bench_plot_files *f, const char *script_name, int blocks, const char *nothing, char *const extra[],
-                    char *err, size_t err_size);
+ * to f->data, at least one (a command with nothing to plot fails before it
+ * replaces any file); the data and the built-in script `script_name` are put
+ * in place, then gnuplot -c SCRIPT DATA BLOCKS KIND [extra...] (extra
+ * NULL-terminated, at most 9) draws the figure. Returns 0, or -1 with a
+ * message in err (the data and script stay, to draw by hand; the old figure is
+ * left as it was). Closes everything. */
+int bench_plot_draw(bench_plot_files *f, const char *script_name, int blocks, char *const extra[], char *err,
+                    size_t err_size);
 
 #endif

@@ -1,8 +1,9 @@
 /*
  * test_outputs.c - what the commands write, on real files: no output over an
- * input or over another output (side files included), a figure checked whole
- * before it replaces the old one (a real full tmpfs), and the temporaries of a
- * killed writer swept by the next one.
+ * input or over another output (side files included), no file replaced by a
+ * run with nothing to plot, a figure checked whole before it replaces the old
+ * one (a real full tmpfs), and the temporaries of a killed writer swept by the
+ * next one.
  */
 #define _GNU_SOURCE /* mkdtemp, mount */
 
@@ -22,6 +23,7 @@
 
 #include "helpers.h"
 #include "output_file.h"
+#include "rank_files.h"
 
 static char *slurp(const char *path, size_t *size)
 {
@@ -189,6 +191,64 @@ Test(figure, a_single_n_draws_without_warnings, .timeout = 600)
     char figure[128];
     snprintf(figure, sizeof figure, "%s/one.png", dir);
     if (lf_test_plot_status()) lf_test_expect_undrawn(figure, log);
+    lf_test_remove_dir(dir);
+}
+
+/* ---- Nothing to plot: the run fails and replaces no file ---- */
+
+/* OLD in dir/NAME.csv, NAME.png, NAME.png.dat and NAME.png.gp. */
+static void plant_old_outputs(const char *dir, const char *name)
+{
+    const char *suffixes[] = {".csv", ".png", ".png.dat", ".png.gp"};
+    for (size_t i = 0; i < 4; i++) {
+        char path[256];
+        snprintf(path, sizeof path, "%s/%s%s", dir, name, suffixes[i]);
+        write_text(path, "OLD");
+    }
+}
+
+static void expect_old_outputs(const char *dir, const char *name)
+{
+    const char *suffixes[] = {".csv", ".png", ".png.dat", ".png.gp"};
+    for (size_t i = 0; i < 4; i++) {
+        char path[256];
+        size_t size;
+        snprintf(path, sizeof path, "%s/%s%s", dir, name, suffixes[i]);
+        char *text = slurp(path, &size);
+        cr_expect_str_eq(text, "OLD", "%s was replaced", path);
+        free(text);
+    }
+}
+
+Test(figure, nothing_to_plot_replaces_no_file, .timeout = 600)
+{
+    char dir[64], model[256], input[256], cmd[4096], log[16384];
+    lf_test_make_dir(dir, "outputs");
+    /* rank: every sequence of length 0 */
+    static float x[2 * 48 * RANK_TEST_D];
+    const int32_t lengths[2] = {0, 0};
+    uint64_t rng = lf_test_seed();
+    snprintf(model, sizeof model, "%s/layer.safetensors", dir);
+    snprintf(input, sizeof input, "%s/len0.safetensors", dir);
+    rank_write_layer(model, 48, 8, &rng);
+    rank_write_input(input, x, 2, 48, lengths);
+    plant_old_outputs(dir, "r");
+    snprintf(cmd, sizeof cmd, "%s rank --model %s --input %s --csv %s/r.csv --plot %s/r.png", LF_TOOL_PATH, model,
+             input, dir, dir);
+    cr_expect_eq(lf_test_system(cmd, log, sizeof log), 1, "%s", log);
+    cr_expect(strstr(log, "nothing to plot") != NULL, "%s", log);
+    expect_old_outputs(dir, "r");
+    /* bench: every point out of memory (64 GiB of weights past a 4 GiB data limit) */
+    if (!LF_TEST_UNDER_ASAN) {
+        plant_old_outputs(dir, "b");
+        snprintf(cmd, sizeof cmd, "(ulimit -d 4194304 && %s bench --n 16 --k 8 --d-model 65536 --heads 2 --repeat 1 "
+                 "--csv %s/b.csv --plot %s/b.png)",
+                 LF_TOOL_PATH, dir, dir);
+        cr_expect_eq(lf_test_system(cmd, log, sizeof log), 1, "%s", log);
+        cr_expect(strstr(log, "OOM") && strstr(log, "nothing to plot"), "%s", log);
+        expect_old_outputs(dir, "b");
+    }
+    cr_expect_eq(count_named(dir, "."), 2, "no temporary is left");
     lf_test_remove_dir(dir);
 }
 

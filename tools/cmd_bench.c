@@ -87,12 +87,24 @@ static int report(const char *option, const char *err)
     return 1;
 }
 
-/* CSV, JSON and the plot; every one is attempted, the status says whether all worked. */
+static bool any_measured(const bench_results *res)
+{
+    for (size_t i = 0; i < res->count; i++)
+        if (res->rows[i].status == BENCH_OK) return true;
+    return false;
+}
+
+/* CSV, JSON and the plot; every one is attempted, the status says whether all
+ * worked. A figure of nothing fails the run before any file is replaced. */
 static int write_outputs(const bench_options *o, bench_files *f, const bench_device *devs, size_t ndev,
                          const bench_results *res)
 {
     char err[4096];
     int rc = 0;
+    if (f->plot.figure && !any_measured(res)) {
+        files_abort(f);
+        return report("--plot", "nothing to plot: no point was measured");
+    }
     if (f->csv && commit(f->csv, bench_csv_write(output_file_stream(f->csv), res), err, sizeof err) != 0)
         rc = report("--csv", err);
     if (f->json) {

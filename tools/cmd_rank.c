@@ -216,6 +216,8 @@ int cmd_rank(int argc, char **argv)
     if (st == LF_OK) rc = run_is_layer_file(o.model, NULL) ? measure_layer_file(ctx, &o, &in, &r) : measure_model(ctx, &o, &in, &r);
     bench_progress_clear(&progress);
     if (rc == 0) rank_print_table(stdout, &r);
+    /* a figure of nothing fails the run before any file is replaced */
+    if (rc == 0 && o.plot && r.count == 0) rc = fail("--plot: nothing to plot: no sequence was measured");
     if (rc == 0 && csv) rc = write_csv(csv, &r);
     else output_file_abort(csv);
     if (rc == 0 && o.plot && rank_plot_finish(&plot, &r, msg, sizeof msg) != 0) rc = fail("%s", msg);

@@ -16,5 +16,5 @@ int rank_plot_finish(bench_plot_files *f, const rank_results *r, char *err, size
     snprintf(nheads, sizeof nheads, "%d", heads);
     snprintf(n, sizeof n, "%d", max_n);
     char *extra[] = {nlayers, nheads, n, NULL};
-    return bench_plot_draw(f, "rank.gp", blocks, "no sequence was measured", extra, err, err_size);
+    return bench_plot_draw(f, "rank.gp", blocks, extra, err, err_size);
 }

@@ -12,6 +12,7 @@
 /* The files are opened with bench_plot_open (before the measurement, so a bad
  * path fails at once) and dropped with bench_plot_abort.
  * Writes the data and the script, runs gnuplot into the figure, closes all;
+ * r has a measured sequence (the command checks that first);
  * returns 0, or -1 with a message in err (the data and script then stay). */
 int rank_plot_finish(bench_plot_files *f, const rank_results *r, char *err, size_t err_size);
 
