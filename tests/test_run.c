@@ -228,6 +228,21 @@ Test(run, check_compares_with_the_inputs_y)
     cr_expect(strstr(log, "FAILED") != NULL, "%s", log);
 }
 
+Test(run, a_failed_check_leaves_the_output_as_it_was)
+{
+    char out[128], args[512], log[8192];
+    path(out, "y.safetensors");
+    write_text(out, "old", 0644);
+    snprintf(args, sizeof args, "--check --tolerance 1e-12 --output %s", out);
+    cr_expect_eq(run_plain(args, log, sizeof log), 1, "%s", log);
+    cr_expect(strstr(log, "FAILED") != NULL, "%s", log);
+    cr_expect(has_text(out, "old"), "the old output is intact");
+    cr_expect_eq(files_in(dir), 1, "no temporary is left");
+    snprintf(args, sizeof args, "--check --output %s", out);
+    cr_expect_eq(run_plain(args, log, sizeof log), 0, "%s", log);
+    cr_expect(holds_output(out), "a passed check writes the output");
+}
+
 Test(run, extra_input_tensors_are_noted_and_ignored)
 {
     static float x[2 * 48 * 32], extra[3];

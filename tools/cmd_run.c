@@ -48,8 +48,8 @@ static void usage(FILE *out)
             "                 GEMM kind, summed over a model's layers) its time, share and commands,\n"
             "                 then the kernel parameters (LINFORMER_KERNEL_PARAMS sets them)\n"
             "  --check        compare the output with the input's `y`: prints the relative error\n"
-            "                 ||out - y|| / ||y|| and exits 1 when it is above the tolerance;\n"
-            "                 --output may then be left out\n"
+            "                 ||out - y|| / ||y|| and exits 1 when it is above the tolerance, leaving\n"
+            "                 --output as it was; --output may then be left out\n"
             "  --tolerance T  the bound of --check (default 1e-4)\n"
             "  --prefix P     a model's tensors are under this prefix in the file (e.g. \"model.\")\n"
             "  --activation A gelu, gelu_tanh or relu: a model's activation, when its __metadata__ has\n"
@@ -265,7 +265,7 @@ static int write_output(output_file *out, const run_input *in, int d_model, cons
     return output_file_commit(out, err, sizeof err) ? fail("%s", err) : 0;
 }
 
-/* Reads the input, runs, writes y, prints the time and the check; the exit status. */
+/* Reads the input, runs, prints the time and the check, writes y; the exit status. */
 static int run(lf_context *ctx, const runner *r, const run_options *o, output_file **out)
 {
     run_input in;
@@ -285,13 +285,14 @@ static int run(lf_context *ctx, const runner *r, const run_options *o, output_fi
         fail("%s: %s", lf_status_string(st), lf_context_last_error(ctx));
         goto done;
     }
-    rc = *out ? write_output(*out, &in, r->out_width, y) : 0;
-    *out = NULL; /* committed or aborted */
-    if (rc) goto done;
     qsort(times, o->repeat, sizeof *times, compare_doubles);
     print_time(r, &in, times[o->repeat / 2], o->repeat);
-    if (o->profile) rc = print_profile(ctx, r);
+    rc = o->profile ? print_profile(ctx, r) : 0;
     if (o->check && rc == 0) rc = check_output(y, in.y, count, o->tolerance);
+    if (*out && rc == 0) { /* a failed check leaves the old output (the caller aborts *out) */
+        rc = write_output(*out, &in, r->out_width, y);
+        *out = NULL; /* committed or aborted */
+    }
 done:
     run_input_free(&in);
     free(y), free(times);
