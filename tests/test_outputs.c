@@ -327,3 +327,27 @@ Test(temporaries, a_killed_writers_temporary_is_swept_by_the_next, .timeout = 60
     cr_expect_eq(access(output, F_OK), 0);
     lf_test_remove_dir(dir);
 }
+
+/* A name of 255 bytes, the most a folder entry takes: its temporary's name is
+ * cut to fit, and a dead writer's temporary of it is still swept. */
+Test(temporaries, the_longest_name_is_written, .timeout = 600)
+{
+    char dir[64], name[256], output[512], stale[512], model[4200], input[4200], cmd[10000], log[8192];
+    lf_test_make_dir(dir, "outputs");
+    memset(name, 'a', 252);
+    strcpy(name + 252, ".st");
+    snprintf(output, sizeof output, "%s/%s", dir, name);
+    const pid_t dead = fork(); /* a pid no writer has now */
+    cr_assert_geq(dead, 0);
+    if (dead == 0) _exit(0);
+    cr_assert_eq(waitpid(dead, NULL, 0), dead);
+    snprintf(stale, sizeof stale, "%s/.%.236s.%ld.Ab1234", dir, name, (long)dead);
+    write_text(stale, "a dead writer's");
+    snprintf(model, sizeof model, MODEL, LF_SOURCE_DIR);
+    snprintf(input, sizeof input, INPUT, LF_SOURCE_DIR);
+    snprintf(cmd, sizeof cmd, "%s run --model %s --input %s --output %s", LF_TOOL_PATH, model, input, output);
+    cr_expect_eq(lf_test_system(cmd, log, sizeof log), 0, "%s", log);
+    cr_expect_eq(access(output, F_OK), 0, "the output is written");
+    cr_expect_eq(count_named(dir, "."), 2, "no temporary is left, the stale one swept");
+    lf_test_remove_dir(dir);
+}

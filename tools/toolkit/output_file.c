@@ -85,10 +85,20 @@ static const char *same_as_input(const struct stat *st, const char *const *input
     return NULL;
 }
 
-/* ".BASE.PID.XXXXXX": the pid of the writer of a temporary of `base`, or 0 for another name. */
-static long temporary_pid(const char *name, const char *base)
+/* A temporary's name is ".BASE.PID.XXXXXX" with BASE cut to leave room for
+ * the rest within a folder entry's limit: dots, 10 digits of a pid and XXXXXX. */
+#define TEMP_BASE_MAX (NAME_MAX - 19)
+
+static int temp_base_len(const char *base)
 {
     const size_t len = strlen(base);
+    return len < TEMP_BASE_MAX ? (int)len : TEMP_BASE_MAX;
+}
+
+/* The pid of the writer of a temporary of `base`, or 0 for another name. */
+static long temporary_pid(const char *name, const char *base)
+{
+    const size_t len = (size_t)temp_base_len(base);
     if (name[0] != '.' || strncmp(name + 1, base, len) != 0 || name[len + 1] != '.') return 0;
     char *end;
     const long pid = strtol(name + len + 2, &end, 10);
@@ -113,8 +123,8 @@ static void sweep_stale(const char *dir, const char *base)
     if (d) closedir(d);
 }
 
-/* An exclusive temporary ".NAME.PID.XXXXXX" (mkostemp: O_EXCL, a random name)
- * in the target's folder with `mode`, locked while this process (or gnuplot,
+/* An exclusive temporary ".NAME.PID.XXXXXX" (mkostemp: O_EXCL, a random name;
+ * a long NAME cut, see TEMP_BASE_MAX) in the target's folder with `mode`, locked while this process (or gnuplot,
  * which shares it) lives; stale ones of the same target are swept first. */
 static int make_temp(output_file *f, mode_t mode)
 {
@@ -125,7 +135,7 @@ static int make_temp(output_file *f, mode_t mode)
         size_t size = strlen(dir) + strlen(base) + 40;
         sweep_stale(dir, base);
         if ((f->temp = malloc(size))) {
-            snprintf(f->temp, size, "%s/.%s.%ld.XXXXXX", dir, base, (long)getpid());
+            snprintf(f->temp, size, "%s/.%.*s.%ld.XXXXXX", dir, temp_base_len(base), base, (long)getpid());
             fd = mkostemp(f->temp, O_CLOEXEC); /* a child (gnuplot) gets only what it is handed */
         }
     }

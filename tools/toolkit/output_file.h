@@ -3,8 +3,8 @@
  * --json, --plot and the plot's data and script) goes through here.
  *
  * A regular file (or one a symlink points to) is replaced atomically: the data
- * goes to an exclusively created temporary beside it (".NAME.PID.XXXXXX",
- * locked while its writer lives), is synced, and renamed over it, so a reader
+ * goes to an exclusively created temporary beside it (".NAME.PID.XXXXXX", a
+ * long NAME cut to fit, locked while its writer lives), is synced, and renamed over it, so a reader
  * sees the old file or the new one and a failed write leaves the old one
  * untouched. The temporaries of NAME that a killed writer left are removed
  * when NAME is next written. The existing file's mode is kept; a new file
