@@ -33,10 +33,11 @@ void bench_usage(FILE *out)
             "Table 3 figures (Wang et al. 2020) for the same n and k.\n"
             "Linformer rows use random (Johnson-Lindenstrauss) projections shared by the heads.\n\n"
             "options:\n"
-            "  --n LIST          sequence lengths, each 1 to %d: a comma list (512,1024) or A..B\n"
-            "                    doubling (default 512..4096; --full: 512..16384 on a CPU,\n"
-            "                    512..65536 when every device is a GPU)\n"
-            "  --k LIST          compressed lengths of the Linformer rows, each 1 to %d (default 128,256)\n"
+            "  --n LIST          sequence lengths, each 1 to %d: a comma list of distinct values\n"
+            "                    (512,1024) or A..B doubling (default 512..4096; --full: 512..16384\n"
+            "                    on a CPU, 512..65536 when every device is a GPU)\n"
+            "  --k LIST          compressed lengths of the Linformer rows, each 1 to %d, distinct\n"
+            "                    (default 128,256)\n"
             "  --d-model D       model width, 1 to %d (default 512)\n"
             "  --heads H         attention heads, 1 to %d, dividing D (default 8)\n"
             "  --batch B         sequences per forward, 1 to %d (default 1)\n"
@@ -86,7 +87,7 @@ static int fail(char *err, size_t size, const char *fmt, ...)
 }
 
 
-/* "a,b,c" or "A..B" (doubling from A while <= B) of integers in [1, BENCH_MAX_N]. */
+/* "a,b,c" (distinct) or "A..B" (doubling from A while <= B) of integers in [1, BENCH_MAX_N]. */
 static int parse_int_list(const char *opt, const char *s, int *out, int *count, char *err, size_t size)
 {
     const char *dots = strstr(s, "..");
@@ -105,14 +106,20 @@ static int parse_int_list(const char *opt, const char *s, int *out, int *count, 
         return 0;
     }
     char buf[1024];
+    if (!*s) return fail(err, size, "%s: the list is empty", opt);
     if (strlen(s) >= sizeof buf) return fail(err, size, "%s: the list is too long", opt);
     strcpy(buf, s);
-    char *save = NULL;
-    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    /* each item once: a repeated point would be measured again and shown as the first */
+    for (char *item = buf, *next; item; item = next) {
+        if ((next = strchr(item, ','))) *next++ = 0;
+        if (!*item) return fail(err, size, "%s: \"%s\" has an empty item", opt, s);
         if (*count == BENCH_MAX_LIST) return fail(err, size, "%s: more than %d values", opt, BENCH_MAX_LIST);
-        if (cli_int(opt, tok, 1, BENCH_MAX_N, &out[(*count)++], err, size)) return -1;
+        int v;
+        if (cli_int(opt, item, 1, BENCH_MAX_N, &v, err, size)) return -1;
+        for (int i = 0; i < *count; i++)
+            if (out[i] == v) return fail(err, size, "%s: %d is given twice in \"%s\"", opt, v, s);
+        out[(*count)++] = v;
     }
-    if (*count == 0) return fail(err, size, "%s: the list is empty", opt);
     return 0;
 }
 

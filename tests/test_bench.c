@@ -297,6 +297,9 @@ Test(options, each_bad_option_is_named)
         {{"--plot", ""}, "--plot"},        {{"--seed", "18446744073709551616"}, "--seed"},
         {{"--bogus=1"}, "--bogus"},        {{"--n"}, "--n"},
         {{"--csv"}, "--csv"},              {{"--heads", "3"}, "--heads"}, /* 3 does not divide 512 */
+        {{"--n", "16,16"}, "--n: 16 is given twice"}, {{"--k", "4,8,4"}, "--k: 4 is given twice"},
+        {{"--n", "16,,32"}, "--n: \"16,,32\" has an empty item"}, {{"--k", "4,"}, "--k: \"4,\" has an empty item"},
+        {{"--n", ",16"}, "--n: \",16\" has an empty item"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         bench_options o;
