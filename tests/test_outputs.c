@@ -351,3 +351,50 @@ Test(temporaries, the_longest_name_is_written, .timeout = 600)
     cr_expect_eq(count_named(dir, "."), 2, "no temporary is left, the stale one swept");
     lf_test_remove_dir(dir);
 }
+
+/* SIGINT, SIGTERM or SIGHUP while `run` or `rank` writes: the program dies of
+ * the signal, its temporaries are removed and the old files stay. */
+Test(temporaries, a_signal_removes_the_writers_temporaries, .timeout = 600)
+{
+    char dir[64], model[4200], input[4200], output[128], csv[128], plot[128];
+    lf_test_make_dir(dir, "outputs");
+    snprintf(model, sizeof model, MODEL, LF_SOURCE_DIR);
+    snprintf(input, sizeof input, INPUT, LF_SOURCE_DIR);
+    snprintf(output, sizeof output, "%s/y.st", dir);
+    snprintf(csv, sizeof csv, "%s/r.csv", dir);
+    snprintf(plot, sizeof plot, "%s/r.png", dir);
+    write_text(output, "OLD");
+    const struct {
+        int sig;
+        bool rank;
+    } cases[] = {{SIGINT, false}, {SIGTERM, false}, {SIGHUP, false}, {SIGTERM, true}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const pid_t child = fork();
+        cr_assert_geq(child, 0);
+        if (child == 0) {
+            freopen("/dev/null", "w", stderr);
+            if (cases[i].rank)
+                execl(LF_TOOL_PATH, "linformer", "rank", "--model", model, "--input", input, "--csv", csv, "--plot",
+                      plot, (char *)NULL);
+            else
+                execl(LF_TOOL_PATH, "linformer", "run", "--model", model, "--input", input, "--output", output,
+                      "--repeat", "1000000", (char *)NULL);
+            _exit(127);
+        }
+        const int temps = cases[i].rank ? 4 : 1; /* rank: the CSV, the figure, its data and script */
+        int polls = 0;
+        while (count_named(dir, ".") < 2 + temps && polls++ < 100000) usleep(100);
+        kill(child, cases[i].sig);
+        int status;
+        cr_assert_eq(waitpid(child, &status, 0), child);
+        cr_expect(WIFSIGNALED(status) && WTERMSIG(status) == cases[i].sig, "case %zu: status %#x (polls %d)", i,
+                  status, polls);
+        cr_expect_eq(count_named(dir, "."), 2, "case %zu: a temporary is left", i);
+    }
+    size_t size;
+    char *text = slurp(output, &size);
+    cr_expect_str_eq(text, "OLD", "the old output stays");
+    free(text);
+    cr_expect_eq(count_named(dir, ""), 3, "only ., .. and the old output: nothing of rank's was written");
+    lf_test_remove_dir(dir);
+}

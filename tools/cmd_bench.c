@@ -18,16 +18,20 @@
 #include "commands.h"
 #include "output_file.h"
 
-static void on_interrupt(int sig) { bench_sweep_stop(); }
-
 /* The first Ctrl-C (or TERM) ends the sweep after the forward in flight and still
- * reports; the handler then resets, so a second one ends the program at once. */
+ * reports; the signals then go back to output_file's handler, so a second one
+ * ends the program at once, without the temporaries of the outputs. */
+static void on_interrupt(int sig)
+{
+    bench_sweep_stop();
+    output_file_catch_signals();
+}
+
 static void catch_interrupts(void)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_interrupt;
-    sa.sa_flags = SA_RESETHAND;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);

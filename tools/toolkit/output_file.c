@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -23,7 +24,56 @@ struct output_file {
     char *path;       /* as given, for messages */
     char *target;     /* what is replaced: the path, or where its symlink points */
     char *temp;       /* the temporary beside target; NULL when writing in place */
+    int slot;         /* temp's entry in `temps` below, -1 for none */
 };
+
+/* ---- Temporaries removed when a signal ends the program ---- */
+
+/* The temporaries that exist now, for the signal handler: an entry is filled
+ * while `making` (below) is held and freed by clearing `used`. bench holds at
+ * most 5 at once; one past the table is left to the next writer's sweep. */
+enum { MAX_TEMPS = 8 };
+static struct {
+    char name[PATH_MAX];
+    atomic_int used;
+} temps[MAX_TEMPS];
+
+/* Held while a temporary is made and remembered, and for good by the handler:
+ * a signal handled in another thread (the BLAS's) waits for a temporary being
+ * made, and none is made after. */
+static atomic_flag making = ATOMIC_FLAG_INIT;
+
+static void remove_temps(int sig)
+{
+    while (atomic_flag_test_and_set(&making)) {}
+    for (int i = 0; i < MAX_TEMPS; i++)
+        if (atomic_load(&temps[i].used)) unlink(temps[i].name);
+    signal(sig, SIG_DFL);
+    raise(sig); /* delivered when the handler returns: the program ends as the signal would end it */
+}
+
+static const int ending_signals[] = {SIGINT, SIGTERM, SIGHUP};
+
+void output_file_catch_signals(void)
+{
+    for (size_t i = 0; i < sizeof ending_signals / sizeof ending_signals[0]; i++) {
+        struct sigaction old, sa = {.sa_handler = remove_temps};
+        sigfillset(&sa.sa_mask); /* one handler at a time */
+        if (sigaction(ending_signals[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+            sigaction(ending_signals[i], &sa, NULL);
+    }
+}
+
+static int remember_temp(const char *name)
+{
+    for (int i = 0; i < MAX_TEMPS; i++)
+        if (!atomic_load(&temps[i].used) && strlen(name) < sizeof temps[i].name) {
+            strcpy(temps[i].name, name);
+            atomic_store(&temps[i].used, 1);
+            return i;
+        }
+    return -1;
+}
 
 /* The stream's writes: all of the buffer, and the first error remembered. */
 static ssize_t write_fd(void *cookie, const char *buf, size_t size)
@@ -56,9 +106,11 @@ static void *fail(char *err, size_t size, const char *path, const char *what)
     return NULL;
 }
 
+/* Frees f, whose temporary is gone (renamed or removed). */
 static void discard(output_file *f)
 {
     if (!f) return;
+    if (f->slot >= 0) atomic_store(&temps[f->slot].used, 0);
     free(f->path);
     free(f->target);
     free(f->temp);
@@ -124,9 +176,10 @@ static void sweep_stale(const char *dir, const char *base)
 }
 
 /* An exclusive temporary ".NAME.PID.XXXXXX" (mkostemp: O_EXCL, a random name;
- * a long NAME cut, see TEMP_BASE_MAX) in the target's folder with `mode`, locked while this process (or gnuplot,
- * which shares it) lives; stale ones of the same target are swept first. */
-static int make_temp(output_file *f, mode_t mode)
+ * a long NAME cut, see TEMP_BASE_MAX) in the target's folder with `mode`,
+ * locked while this process (or gnuplot, which shares it) lives; stale ones of
+ * the same target are swept first. */
+static int create_temp(output_file *f, mode_t mode)
 {
     char *copy1 = strdup(f->target), *copy2 = strdup(f->target);
     int fd = -1;
@@ -150,6 +203,24 @@ static int make_temp(output_file *f, mode_t mode)
         free(f->temp);
         f->temp = NULL;
     }
+    return fd;
+}
+
+/* create_temp, the temporary remembered for the signal handler before any
+ * handler can look (see `making`); the signals wait meanwhile in this thread,
+ * whose handler would wait on itself. */
+static int make_temp(output_file *f, mode_t mode)
+{
+    sigset_t ending, old;
+    sigemptyset(&ending);
+    for (size_t i = 0; i < sizeof ending_signals / sizeof ending_signals[0]; i++) sigaddset(&ending, ending_signals[i]);
+    pthread_sigmask(SIG_BLOCK, &ending, &old);
+    while (atomic_flag_test_and_set(&making)) {}
+    output_file_catch_signals();
+    const int fd = create_temp(f, mode);
+    if (fd >= 0) f->slot = remember_temp(f->temp);
+    atomic_flag_clear(&making);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     return fd;
 }
 
@@ -177,6 +248,7 @@ output_file *output_file_open(const char *path, const char *const *inputs, size_
 {
     output_file *f = calloc(1, sizeof *f);
     if (!f) return fail(err, err_size, path, "out of memory");
+    f->slot = -1;
     if (!(f->path = strdup(path))) return discard(f), fail(err, err_size, path, "out of memory");
     if (!(f->target = resolve(path, err, err_size))) return discard(f), NULL;
     struct stat st;

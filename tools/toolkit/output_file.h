@@ -6,8 +6,9 @@
  * goes to an exclusively created temporary beside it (".NAME.PID.XXXXXX", a
  * long NAME cut to fit, locked while its writer lives), is synced, and renamed over it, so a reader
  * sees the old file or the new one and a failed write leaves the old one
- * untouched. The temporaries of NAME that a killed writer left are removed
- * when NAME is next written. The existing file's mode is kept; a new file
+ * untouched. A writer ended by SIGINT, SIGTERM or SIGHUP removes its
+ * temporaries; those of NAME that a killed writer left are removed when NAME
+ * is next written. The existing file's mode is kept; a new file
  * gets 0666 less the umask. A symlink's target is replaced, not the link.
  * What is not a regular file (/dev/null, a FIFO, a terminal) is written to in
  * place, never replaced; a FIFO without a reader is refused, not waited on.
@@ -49,6 +50,12 @@ int output_file_commit(output_file *f, char *err, size_t err_size);
 
 /* Drops what was written (the temporary is removed) and frees f; NULL is fine. */
 void output_file_abort(output_file *f);
+
+/* SIGINT, SIGTERM and SIGHUP remove the temporaries of the files open now, then
+ * end the program as the signal would (one ignored stays ignored). Set up by
+ * output_file_open; a command with a handler of its own calls it to hand the
+ * signals back. */
+void output_file_catch_signals(void);
 
 /* A file a command names, with what it is for messages ("--csv", "the data of --plot"). */
 typedef struct {
