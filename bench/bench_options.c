@@ -138,7 +138,8 @@ static int parse_modes(const char *s, bool modes[3], char *err, size_t size)
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save), any++) {
         lf_mode m;
         if (lf_mode_parse(tok, &m) != LF_OK)
-            return fail(err, size, "--modes: \"%s\" is not linformer, dense, flash or all", tok);
+            return fail(err, size, "--modes: \"%s\" is not linformer, dense or flash%s", tok,
+                        strcmp(tok, "all") == 0 ? " (\"all\" stands alone)" : "");
         modes[m] = true;
     }
     if (!any) return fail(err, size, "--modes: the list is empty");

@@ -302,7 +302,9 @@ Test(rank, bad_options_are_usage_errors)
     const char *bad[] = {"--input %s/input.safetensors", "--model %s/model.safetensors",
                          "--model %s/model.safetensors --input %s/input.safetensors --k 0",
                          "--model %s/model.safetensors --input %s/input.safetensors --k 4,9",
-                         "--model %s/model.safetensors --input %s/input.safetensors --k 4,x"};
+                         "--model %s/model.safetensors --input %s/input.safetensors --k 4,x",
+                         /* against the file's 2 heads, as for a model */
+                         "--model %s/model.safetensors --input %s/input.safetensors --heads 4"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char args[512], cmd[1024], log[4096];
         snprintf(args, sizeof args, bad[i], dir, dir);

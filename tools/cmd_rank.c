@@ -140,7 +140,9 @@ static int measure_layer_file(lf_context *ctx, const rank_options *o, run_input 
     lf_attention_config cfg = {0};
     lf_status st = rank_load_exact(ctx, &src, o->heads, &layer);
     if (st == LF_OK) st = lf_attention_config_get(layer.exact, &cfg);
-    int rc = st == LF_OK ? 0 : fail("%s: %s", lf_status_string(st), lf_context_last_error(ctx));
+    /* a bad --heads is a usage error, as for a model */
+    int rc = st == LF_OK ? 0 : (fail("%s: %s", lf_status_string(st), lf_context_last_error(ctx)),
+                                st == LF_ERR_ARGUMENT ? 2 : 1);
     const run_input_spec spec = {"rank", false, cfg.d_model, cfg.max_seq_len, 0};
     if (rc == 0) rc = run_input_read(o->input, &spec, in);
     if (rc == 0) bench_progress_start(r->progress, (size_t)in->batch * cfg.heads);
