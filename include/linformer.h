@@ -27,7 +27,9 @@
  *     read it right after the failing call (another thread's failure may
  *     replace it), or give each thread its own context.
  *   - Contexts may be created and freed on any thread: the kept OpenCL
- *     contexts are taken and given back under a lock of their own.
+ *     contexts are taken and given back under a lock of their own, and
+ *     devices are listed (lf_devices_list, each context's creation) one
+ *     thread at a time, as PoCL needs.
  *   - CLBlast keeps process-wide caches without locks of its own: every call
  *     into it, from any context, holds one process-wide lock, so GEMMs on
  *     CLBlast are enqueued one at a time across contexts (their first call

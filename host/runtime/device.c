@@ -104,13 +104,9 @@ static size_t platform_devices(cl_platform_id platform, cl_uint p, lf_device_inf
     return nd;
 }
 
-lf_status lf_devices_list(lf_device_info *out, size_t capacity, size_t *count, char *errbuf,
-                          size_t errbuf_size)
+/* lf_devices_list, under devices_lock. */
+static lf_status list_devices(lf_device_info *out, size_t capacity, size_t *count, char *errbuf, size_t errbuf_size)
 {
-    if (!count) return lf__fail_buf(errbuf, errbuf_size, LF_ERR_ARGUMENT, "count is NULL");
-    if (!out && capacity)
-        return lf__fail_buf(errbuf, errbuf_size, LF_ERR_ARGUMENT, "out is NULL but capacity is %zu", capacity);
-    *count = 0;
     cl_platform_id platforms[LF_MAX_PLATFORMS];
     cl_uint np = 0;
     char note[160];
@@ -139,6 +135,25 @@ lf_status lf_devices_list(lf_device_info *out, size_t capacity, size_t *count, c
                             "no OpenCL device found on %u platform(s) (clGetDeviceIDs: %s)%s", np,
                             lf_cl_error_string(last_err), limit_note(note, sizeof note));
     return LF_OK;
+}
+
+/* Threads that list devices at once, as the first ones of a process opening
+ * contexts do, crashed inside PoCL 3.1: its clGetDeviceInfo(CL_DEVICE_NAME)
+ * read a NULL name while another thread was in its first calls. The listing,
+ * which every context's creation goes through, runs one thread at a time. */
+static pthread_mutex_t devices_lock = PTHREAD_MUTEX_INITIALIZER;
+
+lf_status lf_devices_list(lf_device_info *out, size_t capacity, size_t *count, char *errbuf,
+                          size_t errbuf_size)
+{
+    if (!count) return lf__fail_buf(errbuf, errbuf_size, LF_ERR_ARGUMENT, "count is NULL");
+    if (!out && capacity)
+        return lf__fail_buf(errbuf, errbuf_size, LF_ERR_ARGUMENT, "out is NULL but capacity is %zu", capacity);
+    *count = 0;
+    pthread_mutex_lock(&devices_lock);
+    const lf_status st = list_devices(out, capacity, count, errbuf, errbuf_size);
+    pthread_mutex_unlock(&devices_lock);
+    return st;
 }
 
 static bool contains_nocase(const char *hay, const char *needle)
