@@ -368,11 +368,11 @@ static lf_status timed_gemm(lf_context *ctx, const lf_gemm_args *g, double *ms)
 lf_status lf__gemm_rate(lf_context *ctx, size_t m, size_t n, size_t k, int repeat, double *gflops)
 {
     if (repeat < 1 || repeat > LF_RATE_REPEAT) repeat = LF_RATE_REPEAT;
-    const size_t host_bytes = (m > n ? m : n) * k * sizeof(float);
-    LF_TRY(lf__host_memory_check(ctx, host_bytes, "the GEMM's operands, filled on the host,"));
-    float *host = malloc(host_bytes);
-    if (!host) return lf__fail(ctx, LF_ERR_OUT_OF_MEMORY, "out of host memory for a %zu x %zu matrix", m > n ? m : n, k);
-    for (size_t i = 0; i < (m > n ? m : n) * k; i++) host[i] = (float)(i % 17) / 17.0f - 0.5f;
+    const size_t rows = m > n ? m : n, count = rows * k; /* the host copy, of the larger of A and B */
+    LF_TRY(lf__host_memory_check(ctx, count * sizeof(float), "the GEMM's operands, filled on the host,"));
+    float *host = malloc(count * sizeof *host);
+    if (!host) return lf__fail(ctx, LF_ERR_OUT_OF_MEMORY, "out of host memory for a %zu x %zu matrix", rows, k);
+    for (size_t i = 0; i < count; i++) host[i] = (float)(i % 17) / 17.0f - 0.5f;
     cl_mem a = NULL, b = NULL, c = NULL;
     lf_status st = lf__alloc(ctx, m * k * sizeof(float), "GEMM A", &a);
     if (st == LF_OK) st = lf__alloc(ctx, n * k * sizeof(float), "GEMM B", &b);

@@ -126,15 +126,6 @@ static lf_status apply(lf_context *ctx, int kernel, const size_t *values)
     return LF_OK;
 }
 
-/* Drops CLBlast's compiled programs, so that the next GEMM builds the
- * parameters now in force. */
-static void clear_programs(void)
-{
-    pthread_mutex_lock(&lf__clblast_lock);
-    CLBlastClearCache();
-    pthread_mutex_unlock(&lf__clblast_lock);
-}
-
 /* ---- The stored entry ---- */
 
 static char *entry_key(const lf_context *ctx)
@@ -283,7 +274,7 @@ static double cost(lf_context *ctx, const size_t (*shapes)[3], int count, double
         else
             total += 2.0 * (double)shapes[i][0] * shapes[i][1] * shapes[i][2] / (gflops * 1e6);
     }
-    if (clear) clear_programs();
+    if (clear) lf__clblast_clear_cache();
     return total;
 }
 
@@ -318,7 +309,7 @@ static double try_set(lf_tuner *t, const size_t (*shapes)[3], int nshapes, doubl
     const double full_s = small * 1e-3 * 3 * flops(shapes, nshapes) / flops(probe, 1); /* 3 runs a shape */
     double ms = small;
     if (small < 1e300) ms = now_s() + full_s < until ? cost(t->ctx, shapes, nshapes, limit, false) : -1;
-    clear_programs();
+    lf__clblast_clear_cache();
     return ms;
 }
 

@@ -9,7 +9,7 @@
 
 #include "safetensors.h"
 
-#include "kernel_cache.h" /* lf__file_kind */
+#include "kernel_cache.h" /* lf__file_kind, lf__pread_all */
 #include "runtime.h"       /* lf__fail_buf */
 
 #include <errno.h>
@@ -29,14 +29,9 @@ static lf_status read_more(int fd, const char *path, lf_st_file *f, size_t from,
     uint8_t *grown = realloc(f->bytes, to ? to : 1);
     if (!grown) return FAIL(LF_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes for \"%s\"", to, path);
     f->bytes = grown;
-    while (from < to) {
-        const ssize_t got = pread(fd, grown + from, to - from, (off_t)from);
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0)
-            return FAIL(LF_ERR_IO, "cannot read \"%s\": %s", path,
-                        got ? strerror(errno) : "the file shrank while being read");
-        from += (size_t)got;
-    }
+    if (lf__pread_all(fd, grown, from, to) != LF_OK)
+        return FAIL(LF_ERR_IO, "cannot read \"%s\": %s", path,
+                    errno ? strerror(errno) : "the file shrank while being read");
     return LF_OK;
 }
 
@@ -55,7 +50,8 @@ static lf_status read_file(int fd, const char *path, lf_st_file *f, char *msg, s
     const size_t held = f->size < 9 ? f->size : 9;
     uint64_t n = 0;
     lf_status st = read_more(fd, path, f, 0, held, msg, msg_size);
-    if (st == LF_OK) st = with_path(lf__st_header_length(f->bytes, held, f->size, &n, msg, msg_size), path, msg, msg_size);
+    if (st == LF_OK)
+        st = with_path(lf__st_header_length(f->bytes, held, f->size, &n, msg, msg_size), path, msg, msg_size);
     if (st == LF_OK) st = read_more(fd, path, f, held, 8 + (size_t)n, msg, msg_size);
     if (st == LF_OK) st = with_path(lf__st_parse_header(f, n, msg, msg_size), path, msg, msg_size);
     if (st == LF_OK) st = read_more(fd, path, f, 8 + (size_t)n, f->size, msg, msg_size);

@@ -26,6 +26,13 @@ static size_t idle_count;
 static pthread_mutex_t idle_lock = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t lf__clblast_lock = PTHREAD_MUTEX_INITIALIZER;
 
+void lf__clblast_clear_cache(void)
+{
+    pthread_mutex_lock(&lf__clblast_lock);
+    CLBlastClearCache();
+    pthread_mutex_unlock(&lf__clblast_lock);
+}
+
 /* Takes a kept cl_context and queue of ctx's device into ctx; false if none. */
 static bool idle_take(lf_context *ctx)
 {
@@ -173,9 +180,7 @@ void lf__context_release(lf_context *ctx)
     lf__programs_free(ctx);
     if (!(ctx->own && ctx->cl && healthy && idle_put(ctx))) {
         /* Releasing a cl_context: CLBlast's programs must let go of it (see idle). */
-        pthread_mutex_lock(&lf__clblast_lock);
-        CLBlastClearCache();
-        pthread_mutex_unlock(&lf__clblast_lock);
+        lf__clblast_clear_cache();
         if (ctx->queue) clReleaseCommandQueue(ctx->queue);
         if (ctx->cl) clReleaseContext(ctx->cl);
     }

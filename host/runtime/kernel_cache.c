@@ -46,20 +46,27 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
 
 /* ---- Reading a file ---- */
 
+lf_status lf__pread_all(int fd, void *buf, size_t from, size_t to)
+{
+    while (from < to) {
+        const ssize_t n = pread(fd, (char *)buf + from, to - from, (off_t)from);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            if (n == 0) errno = 0;
+            return LF_ERR_IO;
+        }
+        from += (size_t)n;
+    }
+    return LF_OK;
+}
+
 lf_status lf__read_fd(int fd, size_t size, char **text)
 {
     char *buf = malloc(size + 1);
     if (!buf) return LF_ERR_OUT_OF_MEMORY;
-    size_t done = 0;
-    while (done < size) {
-        ssize_t n = read(fd, buf + done, size - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            if (n == 0) errno = 0;
-            free(buf);
-            return LF_ERR_IO;
-        }
-        done += (size_t)n;
+    if (lf__pread_all(fd, buf, 0, size) != LF_OK) {
+        free(buf);
+        return LF_ERR_IO;
     }
     buf[size] = 0;
     *text = buf;
@@ -150,9 +157,10 @@ static bool cache_dir(char *out, size_t size, char *why, size_t why_size)
         {"LINFORMER_CACHE_DIR", "%s"}, {"XDG_CACHE_HOME", "%s/linformer"}, {"HOME", "%s/.cache/linformer"}};
     const char *dir = getenv("LINFORMER_CACHE_DIR");
     if (dir && strcmp(dir, "off") == 0) return unusable(why, why_size, "LINFORMER_CACHE_DIR is \"off\"");
+    const size_t count = sizeof from / sizeof from[0];
     size_t i = 0;
-    while (i < 3 && !((dir = getenv(from[i].var)) && *dir)) i++;
-    if (i == 3) return unusable(why, why_size, "none of LINFORMER_CACHE_DIR, XDG_CACHE_HOME and HOME is set");
+    while (i < count && !((dir = getenv(from[i].var)) && *dir)) i++;
+    if (i == count) return unusable(why, why_size, "none of LINFORMER_CACHE_DIR, XDG_CACHE_HOME and HOME is set");
     /* a cut path would be another folder */
     const int len = snprintf(out, size, from[i].format, dir);
     if (len < 0 || (size_t)len >= size)

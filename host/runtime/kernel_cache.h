@@ -24,6 +24,9 @@ const char *lf__file_kind(mode_t mode);
  * LF_ERR_OUT_OF_MEMORY, or LF_ERR_IO with errno set, 0 when the file ended
  * before `size` (it shrank while being read). */
 lf_status lf__read_fd(int fd, size_t size, char **text);
+/* Reads an open file's bytes [from, to) into buf + from: LF_ERR_IO with errno
+ * set, 0 when the file ended first. */
+lf_status lf__pread_all(int fd, void *buf, size_t from, size_t to);
 
 /* The cache folder (LINFORMER_CACHE_DIR, else $XDG_CACHE_HOME/linformer, else
  * ~/.cache/linformer), created if missing, with the temporaries that dead or

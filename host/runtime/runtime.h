@@ -75,6 +75,10 @@ void lf__context_release(lf_context *ctx); /* frees it with the last reference *
  * without locks of its own, and contexts on different threads share them:
  * every call into CLBlast, from any context, holds this process-wide mutex. */
 extern pthread_mutex_t lf__clblast_lock;
+/* CLBlastClearCache under that lock: drops every compiled CLBlast program, so
+ * that the next GEMM builds the parameters in force and no freed cl_context
+ * stays held. */
+void lf__clblast_clear_cache(void);
 
 /* ---- Devices (device.c) ---- */
 /* Fills info from an OpenCL device; indices are set by the caller. */
