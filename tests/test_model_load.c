@@ -240,6 +240,19 @@ static void drop(lf_builder *b, const char *name)
     b->t[i] = (st_tensor){b->name[i], ST_F32, b->t[last].ndim, b->shape[i], b->data[i]};
 }
 
+/* Writes b without its query weight `q` (of layer 1) and expects the load to
+ * name that weight as missing. */
+static void expect_missing_query(lf_builder *b, const char *path, const char *q)
+{
+    const char *meta[] = {"heads", "2"};
+    drop(b, q);
+    lf_builder_write(b, path, meta, 1);
+    lf_builder_free(b);
+    char words[160];
+    snprintf(words, sizeof words, "tensor \"%s\" is missing, yet layer 1 has", q);
+    lf_expect_load_refused(ctx, path, NULL, LF_ERR_FORMAT, (const char *[]){path, words, NULL});
+}
+
 /* Layers are counted by their query weight: one missing past layer 0 is
  * named as missing, beside a tensor of its layer, in either layout. */
 Test(model_load, a_layers_missing_query_weight_is_named)
@@ -247,27 +260,16 @@ Test(model_load, a_layers_missing_query_weight_is_named)
     const lf_model_shape s = {.layers = 3, .D = 8, .heads = 2, .n = 9, .ff = 10, .vocab = 11, .k = {3, 3, 3}};
     char path[128];
     snprintf(path, sizeof path, "%s/no-q.safetensors", dir);
-    const char *meta[] = {"heads", "2"};
     lf_ref_model ref;
     lf_ref_layer L[3];
     lf_builder b = {.rng = lf_test_seed()};
     float *e_t[6];
     lf_lucid_model(&b, &s, &ref, L, e_t);
     for (int i = 0; i < 6; i++) free(e_t[i]);
-    drop(&b, "net.layers.1.0.fn.to_q.weight");
-    lf_builder_write(&b, path, meta, 1);
-    lf_builder_free(&b);
-    lf_expect_load_refused(ctx, path, NULL, LF_ERR_FORMAT,
-                           (const char *[]){path, "tensor \"net.layers.1.0.fn.to_q.weight\" is missing, yet layer 1 has",
-                                            NULL});
+    expect_missing_query(&b, path, "net.layers.1.0.fn.to_q.weight");
     b = (lf_builder){.rng = lf_test_seed()};
     lf_fairseq_model(&b, "", &s, &ref, L);
-    drop(&b, "layers.1.self_attn.q_proj.weight");
-    lf_builder_write(&b, path, meta, 1);
-    lf_builder_free(&b);
-    lf_expect_load_refused(ctx, path, NULL, LF_ERR_FORMAT,
-                           (const char *[]){path, "tensor \"layers.1.self_attn.q_proj.weight\" is missing, yet layer 1 has",
-                                            NULL});
+    expect_missing_query(&b, path, "layers.1.self_attn.q_proj.weight");
 }
 
 Test(model_load, two_models_are_named_by_their_tensors)
