@@ -345,9 +345,13 @@ LF_API lf_status lf_copy_rate(lf_context *ctx, size_t floats, double *gbps);
  * layer's, and stores the winners in the cache directory under the device's
  * name and driver version; every context created later on that device applies
  * them. A set is stored only where it beats the parameters in force (with
- * none, and none stored before, no entry is stored and the log says so). The
- * parameters stay in force for the whole process (CLBlast keeps them per
- * device). `log` (may be NULL) receives one line per step. No step begins
+ * none, and none stored before, no entry is stored and the log says so).
+ * CLBlast keeps parameters per device for the whole process and cannot go
+ * back to its own: while the search runs, the CLBlast GEMMs of every other
+ * context wait; after it, until the process ends, the device's GEMMs run with
+ * what it left in force: the winners or the stored entry's sets, and for a
+ * kernel with neither the last set tried. Tune in a process of its own, as
+ * `linformer tune` does. `log` (may be NULL) receives one line per step. No step begins
  * after `seconds` (positive and finite) but the three that run once whatever
  * the time: the parameters in force of each kernel and the smallest crossover
  * edge, each compiling kernels; one of them that ends past the limit is

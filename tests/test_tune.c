@@ -1,6 +1,7 @@
 /*
  * test_tune.c - `linformer tune` and lf_gemm_tune: the time limit holds (no
- * step begins past it but the three that must run once), a cache folder that
+ * step begins past it but the three that must run once), other contexts'
+ * CLBlast GEMMs wait for the search, a cache folder that
  * takes nothing fails before the search, a stored entry is checked as the
  * search checks its own sets, and the options are parsed as every other
  * command's.
@@ -8,6 +9,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +40,8 @@ static void record(const char *line, void *user)
     tune_log *log = user;
     if (log->count == MAX_LINES) return;
     log->at[log->count] = now_s();
-    snprintf(log->line[log->count++], sizeof log->line[0], "%s", line);
+    snprintf(log->line[log->count], sizeof log->line[0], "%s", line);
+    __atomic_store_n(&log->count, log->count + 1, __ATOMIC_RELEASE); /* read while the search runs */
 }
 
 /* The steps that run once whatever the time: each kernel's parameters in force, the smallest crossover edge. */
@@ -87,6 +90,42 @@ Test(tune, no_step_begins_past_the_time_limit, .timeout = 900)
         cr_expect(!strstr(stored, "XGEMM_MIN_INDIRECT_SIZE"), "direct %.2f ms, tiled %.2f ms at 64, yet: %s", direct,
                   tiled, stored);
     lf_context_free(ctx);
+    lf_test_remove_dir(dir);
+}
+
+/* The sets the search tries are the device's for the whole process
+ * (CLBlast keeps them per device): another context's CLBlast GEMM begun
+ * during the search ends only after its last step, never with a set tried. */
+static void *tune_briefly(void *arg)
+{
+    lf_context *ctx = lf_test_context();
+    const lf_status st = lf_gemm_tune(ctx, 0.01, record, arg);
+    cr_expect_eq(st, LF_OK, "%s: %s", lf_status_string(st), lf_context_last_error(ctx));
+    lf_context_free(ctx);
+    return NULL;
+}
+
+Test(tune, other_contexts_wait_for_the_search, .timeout = 900)
+{
+    char dir[64];
+    lf_test_make_dir(dir, "tune-wait");
+    cr_assert_eq(setenv("LINFORMER_CACHE_DIR", dir, 1), 0);
+    cr_assert_eq(setenv("LINFORMER_GEMM", "clblast", 1), 0);
+    lf_context *other = lf_test_context();
+    unsetenv("LINFORMER_GEMM");
+    double gflops = 0;
+    cr_assert_eq(lf_gemm_rate(other, 64, 64, 64, &gflops), LF_OK, "%s", lf_context_last_error(other));
+    static tune_log log; /* its first line comes after the search's first GEMMs */
+    pthread_t tuner;
+    cr_assert_eq(pthread_create(&tuner, NULL, tune_briefly, &log), 0);
+    while (__atomic_load_n(&log.count, __ATOMIC_ACQUIRE) == 0) nanosleep(&(struct timespec){0, 1000000}, NULL);
+    cr_expect_eq(lf_gemm_rate(other, 64, 64, 64, &gflops), LF_OK, "%s", lf_context_last_error(other));
+    const double ended = now_s();
+    pthread_join(tuner, NULL);
+    cr_assert_gt(log.count, 1);
+    cr_expect_gt(ended, log.at[log.count - 1], "the GEMM ended before the search's last step: %s",
+                 log.line[log.count - 1]);
+    lf_context_free(other);
     lf_test_remove_dir(dir);
 }
 

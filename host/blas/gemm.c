@@ -104,18 +104,18 @@ static lf_status gemm_clblast(lf_context *ctx, const lf_gemm_args *g, lf_timelin
     /* per-sequence row GEMMs stay batched even for one sequence: CLBlast's
      * batched kernels differ from its single one */
     if (g->batch <= 1 && !g->seq_rows) {
-        pthread_mutex_lock(&lf__clblast_lock);
+        lf__clblast_lock();
         s = CLBlastSgemm(CLBlastLayoutRowMajor, ta, tb, g->m, g->n, g->k, g->alpha, g->a, g->a_off,
                          g->lda, g->b, g->b_off, g->ldb, g->beta, g->c, g->c_off, g->ldc, &q,
                          lf__event(t));
-        pthread_mutex_unlock(&lf__clblast_lock);
+        lf__clblast_unlock();
     } else {
         lf_gemm_args p = *g;
         cl_mem packed = NULL;
         LF_TRY(pack_b(ctx, &p, &packed));
-        pthread_mutex_lock(&lf__clblast_lock);
+        lf__clblast_lock();
         s = strided_batched(ctx, &p, t);
-        pthread_mutex_unlock(&lf__clblast_lock);
+        lf__clblast_unlock();
         lf__release(&packed); /* the queued GEMM holds it until it has run */
     }
     if (s != CLBlastSuccess) {

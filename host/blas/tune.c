@@ -117,10 +117,10 @@ static bool random_set(int kernel, const lf_device_info *d, uint64_t *rng, size_
 static lf_status apply(lf_context *ctx, int kernel, const size_t *values)
 {
     const lf_space *s = &spaces[kernel];
-    pthread_mutex_lock(&lf__clblast_lock);
+    lf__clblast_lock();
     CLBlastStatusCode st = CLBlastOverrideParameters(ctx->device, s->kernel, CLBlastPrecisionSingle,
                                                      (size_t)s->count, (const char **)s->names, values);
-    pthread_mutex_unlock(&lf__clblast_lock);
+    lf__clblast_unlock();
     if (st != CLBlastSuccess)
         return lf__fail(ctx, LF_ERR_BLAS, "CLBlast refused the parameters of %s (status %d)", s->kernel, (int)st);
     return LF_OK;
@@ -345,8 +345,8 @@ static bool search(lf_tuner *t, int kernel, double until, const size_t (*shapes)
 
 /* The smallest cube edge from which the tiled kernel beats the direct one at
  * every larger edge measured; twice the largest edge when it never does at
- * any; 0 (no finding: the threshold in force stays, a stored one or CLBlast's
- * own) when time ran out before it won at one. A guess there forced the tiled kernel from 128 on an NVIDIA
+ * any; 0 (no finding: nothing new is stored, and later contexts keep a stored
+ * threshold or CLBlast's own) when time ran out before it won at one. A guess there forced the tiled kernel from 128 on an NVIDIA
  * H200, where it made the layer's GEMMs 1.3-3.6 times slower. The edges go
  * up while there is time; the smallest is always measured. */
 static size_t find_threshold(lf_tuner *t)
@@ -442,11 +442,13 @@ lf_status lf_gemm_tune(lf_context *ctx, double seconds, lf_tune_log log, void *u
     if (!ctx->profiling)
         return lf__fail(ctx, LF_ERR_UNSUPPORTED, "the queue was created without CL_QUEUE_PROFILING_ENABLE");
     pthread_mutex_lock(&ctx->lock);
+    lf__clblast_lock(); /* the sets tried are the device's for the process: no other GEMM runs meanwhile */
     const lf_gemm_backend backend = ctx->gemm;
     ctx->gemm = LF_GEMM_CLBLAST; /* what is tuned, whatever this context's GEMMs run on */
     lf_tuner t = {ctx, log, user, (uint64_t)time(NULL), seconds, 0};
     lf_status st = tune_locked(&t);
     ctx->gemm = backend;
+    lf__clblast_unlock();
     pthread_mutex_unlock(&ctx->lock);
     return st;
 }

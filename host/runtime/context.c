@@ -24,13 +24,31 @@ static struct idle_cl {
 } idle[LF_IDLE_CONTEXTS];
 static size_t idle_count;
 static pthread_mutex_t idle_lock = PTHREAD_MUTEX_INITIALIZER;
-pthread_mutex_t lf__clblast_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t clblast_mutex;
+static pthread_once_t clblast_mutex_once = PTHREAD_ONCE_INIT;
+
+static void clblast_mutex_init(void)
+{
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&clblast_mutex, &attr);
+    pthread_mutexattr_destroy(&attr);
+}
+
+void lf__clblast_lock(void)
+{
+    pthread_once(&clblast_mutex_once, clblast_mutex_init);
+    pthread_mutex_lock(&clblast_mutex);
+}
+
+void lf__clblast_unlock(void) { pthread_mutex_unlock(&clblast_mutex); }
 
 void lf__clblast_clear_cache(void)
 {
-    pthread_mutex_lock(&lf__clblast_lock);
+    lf__clblast_lock();
     CLBlastClearCache();
-    pthread_mutex_unlock(&lf__clblast_lock);
+    lf__clblast_unlock();
 }
 
 /* Takes a kept cl_context and queue of ctx's device into ctx; false if none. */

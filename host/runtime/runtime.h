@@ -73,8 +73,12 @@ void lf__context_retain(lf_context *ctx);
 void lf__context_release(lf_context *ctx); /* frees it with the last reference */
 /* CLBlast 1.5 fills its caches (compiled programs, its device database)
  * without locks of its own, and contexts on different threads share them:
- * every call into CLBlast, from any context, holds this process-wide mutex. */
-extern pthread_mutex_t lf__clblast_lock;
+ * every call into CLBlast, from any context, holds this process-wide lock.
+ * It is recursive: the tuner holds it across a whole search, so that no other
+ * context's GEMM runs with a set being tried (CLBlast keeps parameters per
+ * device for the whole process). */
+void lf__clblast_lock(void);
+void lf__clblast_unlock(void);
 /* CLBlastClearCache under that lock: drops every compiled CLBlast program, so
  * that the next GEMM builds the parameters in force and no freed cl_context
  * stays held. */
