@@ -106,6 +106,18 @@ static double norm(const float *x, size_t n)
     return sqrt(s);
 }
 
+/* Frees what forward_matches and set_weight_and_forward_cl_on_host_buffers
+ * open: each layer before its context, and the host's queue and context only
+ * after the wrapped context has let go of them, as an application would. */
+static void free_both_sides(host_cl *h, lf_context *wrapped, lf_attention *lw, lf_context *own, lf_attention *lo)
+{
+    lf_attention_free(lw);
+    lf_attention_free(lo);
+    lf_context_free(wrapped);
+    lf_context_free(own);
+    host_close(h);
+}
+
 /* The layer on the wrapped context gives what it gives on a context of its own. */
 static void forward_matches(cl_command_queue_properties props)
 {
@@ -163,11 +175,7 @@ static void forward_matches(cl_command_queue_properties props)
     free(x);
     free(yw);
     free(yo);
-    lf_attention_free(lw);
-    lf_attention_free(lo);
-    lf_context_free(wrapped);
-    lf_context_free(own);
-    host_close(&h);
+    free_both_sides(&h, wrapped, lw, own, lo);
 }
 
 TestSuite(wrapped, .timeout = 600);
@@ -253,11 +261,7 @@ Test(wrapped, set_weight_and_forward_cl_on_host_buffers)
     free(x);
     free(yw);
     free(yo);
-    lf_attention_free(lw);
-    lf_attention_free(lo);
-    lf_context_free(wrapped);
-    lf_context_free(own);
-    host_close(&h);
+    free_both_sides(&h, wrapped, lw, own, lo);
 }
 
 Test(wrapped, refcounts)
