@@ -18,6 +18,29 @@ static void query_string(cl_device_id d, cl_device_info what, char *out, size_t 
     out[size - 1] = 0;
 }
 
+/* A number the device reports, 0 when it does not answer. Each type has its
+ * own: the size passed must be the size of the type the query returns. */
+static cl_ulong query_ulong(cl_device_id d, cl_device_info what)
+{
+    cl_ulong v = 0;
+    clGetDeviceInfo(d, what, sizeof v, &v, NULL);
+    return v;
+}
+
+static cl_uint query_uint(cl_device_id d, cl_device_info what)
+{
+    cl_uint v = 0;
+    clGetDeviceInfo(d, what, sizeof v, &v, NULL);
+    return v;
+}
+
+static size_t query_size(cl_device_id d, cl_device_info what)
+{
+    size_t v = 0;
+    clGetDeviceInfo(d, what, sizeof v, &v, NULL);
+    return v;
+}
+
 void lf__device_query(cl_platform_id platform, cl_device_id device, lf_device_info *info)
 {
     memset(info, 0, sizeof *info);
@@ -43,24 +66,12 @@ void lf__device_query(cl_platform_id platform, cl_device_id device, lf_device_in
                  : (type & CL_DEVICE_TYPE_ACCELERATOR) ? LF_DEVICE_ACCELERATOR
                  : (type & CL_DEVICE_TYPE_CPU)         ? LF_DEVICE_CPU
                                                        : LF_DEVICE_OTHER;
-    cl_ulong u = 0;
-    clGetDeviceInfo(device, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof u, &u, NULL);
-    info->global_mem_bytes = u;
-    u = 0;
-    clGetDeviceInfo(device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof u, &u, NULL);
-    info->max_alloc_bytes = u;
-    u = 0;
-    clGetDeviceInfo(device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof u, &u, NULL);
-    info->local_mem_bytes = u;
-    cl_uint cu = 0;
-    clGetDeviceInfo(device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL);
-    info->compute_units = cu;
-    size_t wg = 0;
-    clGetDeviceInfo(device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
-    info->max_work_group_size = wg;
-    cu = 0;
-    clGetDeviceInfo(device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof cu, &cu, NULL);
-    info->float_vector_width = cu;
+    info->global_mem_bytes = query_ulong(device, CL_DEVICE_GLOBAL_MEM_SIZE);
+    info->max_alloc_bytes = query_ulong(device, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
+    info->local_mem_bytes = query_ulong(device, CL_DEVICE_LOCAL_MEM_SIZE);
+    info->compute_units = query_uint(device, CL_DEVICE_MAX_COMPUTE_UNITS);
+    info->max_work_group_size = query_size(device, CL_DEVICE_MAX_WORK_GROUP_SIZE);
+    info->float_vector_width = query_uint(device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT);
 
     size_t ext_size = 0;
     if (clGetDeviceInfo(device, CL_DEVICE_EXTENSIONS, 0, NULL, &ext_size) == CL_SUCCESS &&
