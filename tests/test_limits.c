@@ -109,15 +109,22 @@ Test(limits, weights_over_max_alloc)
     good_forward();
 }
 
+/* A layer of config c with random weights from the test's seed. */
+static lf_attention *random_layer(lf_context *on, const lf_attention_config *c)
+{
+    lf_attention *layer = NULL;
+    cr_assert_eq(lf_attention_create(on, c, NULL, &layer), LF_OK, "%s", lf_context_last_error(on));
+    cr_assert_eq(lf_attention_init_random(layer, lf_test_seed()), LF_OK);
+    return layer;
+}
+
 /* A dense layer of random weights for n rows, and a random x [n, D] and y for it. */
 static lf_attention *dense_layer(lf_context *on, int D, int heads, int n, float **x, float **y)
 {
     lf_attention_config c;
     lf_attention_config_init(&c, D, heads, n, 8);
     c.mode = LF_MODE_DENSE;
-    lf_attention *layer = NULL;
-    cr_assert_eq(lf_attention_create(on, &c, NULL, &layer), LF_OK, "%s", lf_context_last_error(on));
-    cr_assert_eq(lf_attention_init_random(layer, lf_test_seed()), LF_OK);
+    lf_attention *layer = random_layer(on, &c);
     *x = malloc((size_t)n * D * sizeof **x), *y = malloc((size_t)n * D * sizeof **y);
     cr_assert(*x && *y);
     uint64_t rng = lf_test_seed();
@@ -177,9 +184,7 @@ Test(limits, workspace_over_max_alloc_via_device_buffers)
     lf_attention_config c;
     lf_attention_config_init(&c, D, heads, n, 16);
     c.proj_kind = LF_PROJ_MEAN_POOL;
-    lf_attention *layer = NULL;
-    cr_assert_eq(lf_attention_create(ctx, &c, NULL, &layer), LF_OK, "%s", lf_context_last_error(ctx));
-    cr_assert_eq(lf_attention_init_random(layer, lf_test_seed()), LF_OK);
+    lf_attention *layer = random_layer(ctx, &c);
     cl_int err;
     /* device buffers are created lazily by the implementation: never written here */
     cl_mem bx = clCreateBuffer(lf_context_cl_context(ctx), CL_MEM_READ_WRITE, xbytes, NULL, &err);
