@@ -509,16 +509,26 @@ static const lf_st_tensor *one_tensor(lf_st_file *f, const char *dtype, size_t c
     return t;
 }
 
-static void assert_floats(const float *got, const float *want, size_t n)
+/* `bytes` as one tensor of `dtype` with `count` values converts to exactly
+ * `want` (NaN to NaN, -0 to -0), and nothing is written past count. */
+static void expect_f32(const char *dtype, const uint8_t *bytes, size_t nbytes, const float *want, size_t count)
 {
-    for (size_t i = 0; i < n; i++) {
+    float out[16];
+    cr_assert_lt(count, sizeof out / sizeof out[0]);
+    out[count] = LF_POISON;
+    lf_st_file f;
+    const lf_st_tensor *t = one_tensor(&f, dtype, count, bytes, nbytes);
+    cr_assert_eq(lf_st_to_f32(t, out, NULL, 0), LF_OK, "%s", dtype);
+    for (size_t i = 0; i < count; i++) {
         if (isnan(want[i])) {
-            cr_assert(isnan(got[i]), "[%zu]: got %g, want NaN", i, got[i]);
+            cr_assert(isnan(out[i]), "%s [%zu]: got %g, want NaN", dtype, i, out[i]);
         } else {
-            cr_assert(got[i] == want[i] && !signbit(got[i]) == !signbit(want[i]),
-                      "[%zu]: got %.9g, want %.9g", i, got[i], want[i]);
+            cr_assert(out[i] == want[i] && !signbit(out[i]) == !signbit(want[i]),
+                      "%s [%zu]: got %.9g, want %.9g", dtype, i, out[i], want[i]);
         }
     }
+    cr_assert_eq(out[count], LF_POISON, "%s: nothing written past count", dtype);
+    lf_st_close(&f);
 }
 
 Test(safetensors_convert, f16)
@@ -533,26 +543,14 @@ Test(safetensors_convert, f16)
         bytes[2 * i] = (uint8_t)h[i];
         bytes[2 * i + 1] = (uint8_t)(h[i] >> 8);
     }
-    lf_st_file f;
-    const lf_st_tensor *t = one_tensor(&f, "F16", N, bytes, sizeof bytes);
-    float out[N + 1];
-    out[N] = LF_POISON;
-    cr_assert_eq(lf_st_to_f32(t, out, NULL, 0), LF_OK);
-    assert_floats(out, want, N);
-    cr_assert_eq(out[N], LF_POISON, "nothing written past count");
-    lf_st_close(&f);
+    expect_f32("F16", bytes, sizeof bytes, want, N);
 }
 
 Test(safetensors_convert, bf16)
 {
     static const uint8_t bytes[] = {0x80, 0x3f, 0x49, 0xc0, 0x80, 0x7f, 0x01, 0x00, 0x00, 0x80, 0xc0, 0x7f};
     const float want[] = {1.0f, -3.140625f, INFINITY, 0x1p-133f, -0.0f, NAN};
-    lf_st_file f;
-    const lf_st_tensor *t = one_tensor(&f, "BF16", 6, bytes, sizeof bytes);
-    float out[6];
-    cr_assert_eq(lf_st_to_f32(t, out, NULL, 0), LF_OK);
-    assert_floats(out, want, 6);
-    lf_st_close(&f);
+    expect_f32("BF16", bytes, sizeof bytes, want, 6);
 }
 
 Test(safetensors_convert, f32_and_f64)
@@ -562,20 +560,12 @@ Test(safetensors_convert, f32_and_f64)
                                   0xb9, 0xbf, 0x9c, 0x75, 0x00, 0x88, 0x3c, 0xe4, 0x37, 0x7e,
                                   1, 0, 0, 0, 0, 0, 0, 0};
     const float want64[] = {1.5f, -0.1f, INFINITY, 0.0f};
-    lf_st_file f;
-    const lf_st_tensor *t = one_tensor(&f, "F64", 4, f64, sizeof f64);
-    float out[4];
-    cr_assert_eq(lf_st_to_f32(t, out, NULL, 0), LF_OK);
-    assert_floats(out, want64, 4);
-    lf_st_close(&f);
+    expect_f32("F64", f64, sizeof f64, want64, 4);
 
     /* -2.5 (0xc0200000) and 3e-45 (0x00000002, subnormal). */
     static const uint8_t f32[] = {0, 0, 0x20, 0xc0, 2, 0, 0, 0};
     const float want32[] = {-2.5f, 0x1p-148f};
-    t = one_tensor(&f, "F32", 2, f32, sizeof f32);
-    cr_assert_eq(lf_st_to_f32(t, out, NULL, 0), LF_OK);
-    assert_floats(out, want32, 2);
-    lf_st_close(&f);
+    expect_f32("F32", f32, sizeof f32, want32, 2);
 }
 
 Test(safetensors_convert, i32_and_i64)
