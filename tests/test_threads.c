@@ -79,7 +79,7 @@ typedef struct {
     const float *x;
     int batch, n;
     const int32_t *lens;
-    pthread_barrier_t *start;
+    pthread_barrier_t *start; /* set by run_together */
     /* out */
     float *y[REPEATS];
     lf_status st;
@@ -114,10 +114,20 @@ static void *run(void *arg)
     return NULL;
 }
 
-static void join_all(job *jobs, pthread_t *t, int count)
+/* Runs jobs[THREADS] on a thread each, all starting their forwards at once,
+ * and asserts on this thread that each one succeeded. */
+static void run_together(job *jobs)
 {
-    for (int i = 0; i < count; i++) pthread_join(t[i], NULL);
-    for (int i = 0; i < count; i++)
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, THREADS);
+    pthread_t t[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        jobs[i].start = &start;
+        cr_assert_eq(pthread_create(&t[i], NULL, run, &jobs[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&start);
+    for (int i = 0; i < THREADS; i++)
         cr_assert_eq(jobs[i].st, LF_OK, "thread %d: %s: %s", i, lf_status_string(jobs[i].st), jobs[i].msg);
 }
 
@@ -155,21 +165,14 @@ Test(threads, a_context_per_thread)
         lf_attention_free(layer);
         lf_context_free(ctx);
 
-        pthread_barrier_t start;
-        pthread_barrier_init(&start, NULL, THREADS);
         job jobs[THREADS];
-        pthread_t t[THREADS];
-        for (int i = 0; i < THREADS; i++) {
-            jobs[i] = (job){.w = &w, .x = x, .batch = batch, .n = n, .lens = lens, .start = &start};
-            cr_assert_eq(pthread_create(&t[i], NULL, run, &jobs[i]), 0);
-        }
-        join_all(jobs, t, THREADS);
+        for (int i = 0; i < THREADS; i++) jobs[i] = (job){.w = &w, .x = x, .batch = batch, .n = n, .lens = lens};
+        run_together(jobs);
         for (int i = 0; i < THREADS; i++)
             for (int r = 0; r < REPEATS; r++) {
                 expect_same_bits(jobs[i].y[r], alone, count, lf_mode_name((lf_mode)m), i, r);
                 free(jobs[i].y[r]);
             }
-        pthread_barrier_destroy(&start);
         free(x), free(alone), free(ref);
         weights_free(&w);
     }
@@ -192,15 +195,9 @@ Test(threads, contexts_opened_at_once_from_a_cold_start)
     float *x = malloc(count * sizeof *x), *alone = malloc(count * sizeof *alone);
     lf_test_fill(x, count, &rng, -1, 1);
 
-    pthread_barrier_t start;
-    pthread_barrier_init(&start, NULL, THREADS);
     job jobs[THREADS];
-    pthread_t t[THREADS];
-    for (int i = 0; i < THREADS; i++) {
-        jobs[i] = (job){.w = &w[i], .x = x, .batch = batch, .n = n, .lens = lens, .start = &start};
-        cr_assert_eq(pthread_create(&t[i], NULL, run, &jobs[i]), 0);
-    }
-    join_all(jobs, t, THREADS);
+    for (int i = 0; i < THREADS; i++) jobs[i] = (job){.w = &w[i], .x = x, .batch = batch, .n = n, .lens = lens};
+    run_together(jobs);
     for (int i = 0; i < THREADS; i++) {
         lf_context *ctx = lf_test_context();
         lf_attention *layer = layer_make(ctx, &w[i]);
@@ -215,7 +212,6 @@ Test(threads, contexts_opened_at_once_from_a_cold_start)
         lf_context_free(ctx);
         weights_free(&w[i]);
     }
-    pthread_barrier_destroy(&start);
     free(x), free(alone);
 }
 
@@ -250,16 +246,11 @@ Test(threads, one_context_and_layer_shared)
             free(ref);
         }
 
-        pthread_barrier_t start;
-        pthread_barrier_init(&start, NULL, THREADS);
         job jobs[THREADS];
-        pthread_t t[THREADS];
-        for (int i = 0; i < THREADS; i++) {
+        for (int i = 0; i < THREADS; i++)
             jobs[i] = (job){.w = &w, .shared_ctx = ctx, .shared_layer = layer, .x = x[i], .batch = batches[i],
-                            .n = ns[i], .lens = lens[i], .start = &start};
-            cr_assert_eq(pthread_create(&t[i], NULL, run, &jobs[i]), 0);
-        }
-        join_all(jobs, t, THREADS);
+                            .n = ns[i], .lens = lens[i]};
+        run_together(jobs);
         for (int i = 0; i < THREADS; i++) {
             for (int r = 0; r < REPEATS; r++) {
                 expect_same_bits(jobs[i].y[r], alone[i], (size_t)batches[i] * ns[i] * D, lf_mode_name((lf_mode)m), i, r);
@@ -267,7 +258,6 @@ Test(threads, one_context_and_layer_shared)
             }
             free(x[i]), free(alone[i]);
         }
-        pthread_barrier_destroy(&start);
         lf_attention_free(layer);
         lf_context_free(ctx);
         weights_free(&w);
