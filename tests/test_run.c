@@ -396,7 +396,8 @@ Test(run, one_parser_for_every_option)
     cr_expect(strstr(log, "stray") != NULL, "%s", log);
 }
 
-/* devices and bench parse as run does: --opt=VALUE, repeated options, stray arguments. */
+/* devices and bench parse as run does: --opt=VALUE, repeated options, stray
+ * arguments; the program's own --help and --version take nothing after them. */
 Test(run, every_command_parses_alike)
 {
     static const struct {
@@ -411,6 +412,10 @@ Test(run, every_command_parses_alike)
         {"bench --quick=1", 2, "--quick takes no value"},
         {"run --mo x", 2, "ambiguous"},
         {"devices --help > /dev/full", 1, "standard output"},
+        {"--version extra", 2, "--version takes no argument, got \"extra\""},
+        {"help run", 0, "--tolerance"}, /* run's own --help */
+        {"help walk", 2, "help takes no argument, got \"walk\""},
+        {"--version > /dev/full", 1, "standard output"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char cmd[1024], log[8192];

@@ -26,7 +26,7 @@ static void usage(FILE *out)
     fprintf(out, "usage: linformer <command> [options]   (linformer %s)\n\ncommands:\n", lf_version_string());
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
-    fprintf(out, "\n`linformer <command> --help` describes a command's options.\n"
+    fprintf(out, "\n`linformer <command> --help` or `linformer help <command>` describes a command's options.\n"
                  "The device comes from --device SEL or LINFORMER_DEVICE (see `linformer devices --help`).\n");
 }
 
@@ -81,13 +81,24 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+    const bool help = strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0;
+    if (strcmp(argv[1], "help") == 0 && argc == 3) { /* `linformer help run` is `linformer run --help` */
+        char *command_help[] = {argv[2], "--help", NULL};
+        for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+            if (strcmp(argv[2], commands[i].name) == 0) return finish(commands[i].run(2, command_help));
+    }
+    if ((help || strcmp(argv[1], "--version") == 0) && argc > 2) {
+        fprintf(stderr, "linformer: %s takes no argument, got \"%s\"\n\n", argv[1], argv[2]);
+        usage(stderr);
+        return 2;
+    }
+    if (help) {
         usage(stdout);
-        return 0;
+        return finish(0);
     }
     if (strcmp(argv[1], "--version") == 0) {
         printf("linformer %s\n", lf_version_string());
-        return 0;
+        return finish(0);
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(argv[1], commands[i].name) == 0) return finish(commands[i].run(argc - 1, argv + 1));
