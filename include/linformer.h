@@ -351,8 +351,8 @@ LF_API lf_status lf_copy_rate(lf_context *ctx, size_t floats, double *gbps);
  * context wait; after it, until the process ends, the device's GEMMs run with
  * what it left in force: the winners or the stored entry's sets, and for a
  * kernel with neither the last set tried. Tune in a process of its own, as
- * `linformer tune` does. `log` (may be NULL) receives one line per step. No step begins
- * after `seconds` (positive and finite) but the three that run once whatever
+ * `linformer tune` does. `log` (may be NULL) receives one line per step. No
+ * step begins after `seconds` (positive and finite) but the three that run once whatever
  * the time: the parameters in force of each kernel and the smallest crossover
  * edge, each compiling kernels; one of them that ends past the limit is
  * logged. Fails with LF_ERR_IO when the cache is off or its folder takes no

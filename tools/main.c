@@ -9,9 +9,11 @@
 #include "commands.h"
 #include "linformer.h"
 
+typedef int (*command_fn)(int argc, char **argv);
+
 static const struct {
     const char *name;
-    int (*run)(int argc, char **argv);
+    command_fn run;
     const char *summary;
 } commands[] = {
     {"devices", cmd_devices, "list OpenCL devices and show which one a selector picks"},
@@ -20,6 +22,14 @@ static const struct {
     {"rank", cmd_rank, "measure how much rank a model's attention needs (spectra of P, error per k)"},
     {"tune", cmd_tune, "search CLBlast's GEMM parameters for a device and keep them"},
 };
+
+/* The command of that name; NULL when there is none. */
+static command_fn command_named(const char *name)
+{
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(name, commands[i].name) == 0) return commands[i].run;
+    return NULL;
+}
 
 static void usage(FILE *out)
 {
@@ -82,10 +92,10 @@ int main(int argc, char **argv)
         return 2;
     }
     const bool help = strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0;
-    if (strcmp(argv[1], "help") == 0 && argc == 3) { /* `linformer help run` is `linformer run --help` */
+    const command_fn help_of = strcmp(argv[1], "help") == 0 && argc == 3 ? command_named(argv[2]) : NULL;
+    if (help_of) { /* `linformer help run` is `linformer run --help` */
         char *command_help[] = {argv[2], "--help", NULL};
-        for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-            if (strcmp(argv[2], commands[i].name) == 0) return finish(commands[i].run(2, command_help));
+        return finish(help_of(2, command_help));
     }
     if ((help || strcmp(argv[1], "--version") == 0) && argc > 2) {
         fprintf(stderr, "linformer: %s takes no argument, got \"%s\"\n\n", argv[1], argv[2]);
@@ -100,8 +110,8 @@ int main(int argc, char **argv)
         printf("linformer %s\n", lf_version_string());
         return finish(0);
     }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (strcmp(argv[1], commands[i].name) == 0) return finish(commands[i].run(argc - 1, argv + 1));
+    const command_fn command = command_named(argv[1]);
+    if (command) return finish(command(argc - 1, argv + 1));
     fprintf(stderr, "linformer: unknown command \"%s\"\n\n", argv[1]);
     usage(stderr);
     return 2;

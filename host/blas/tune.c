@@ -346,9 +346,10 @@ static bool search(lf_tuner *t, int kernel, double until, const size_t (*shapes)
 /* The smallest cube edge from which the tiled kernel beats the direct one at
  * every larger edge measured; twice the largest edge when it never does at
  * any; 0 (no finding: nothing new is stored, and later contexts keep a stored
- * threshold or CLBlast's own) when time ran out before it won at one. A guess there forced the tiled kernel from 128 on an NVIDIA
- * H200, where it made the layer's GEMMs 1.3-3.6 times slower. The edges go
- * up while there is time; the smallest is always measured. */
+ * threshold or CLBlast's own) when time ran out before it won at one. A
+ * guess there forced the tiled kernel from 128 on an NVIDIA H200, where it
+ * made the layer's GEMMs 1.3-3.6 times slower. The edges go up while there
+ * is time; the smallest is always measured. */
 static size_t find_threshold(lf_tuner *t)
 {
     static const size_t edges[] = {64, 128, 256, 512, 1024};
