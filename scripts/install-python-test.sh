@@ -2,15 +2,12 @@
 # What the Python package's tests (tests/python) need, in a virtual
 # environment build/pyenv that also sees Debian's packages: PyTorch and numpy
 # from Debian (python3-torch, python3-numpy); from the Python package index,
-# each at the version pinned here, safetensors, pytest, lucidrains' linformer
+# each at the version pinned in scripts/python-pins.sh, safetensors, pytest, lucidrains' linformer
 # (without its dependencies, so torch stays Debian's) and the build backend
 # of pyproject.toml with its dependencies.
 set -eu
 cd "$(dirname "$0")/.."
-SAFETENSORS_VERSION=0.8.0
-PYTEST_VERSION=8.3.4
-LINFORMER_VERSION=0.2.3 # lucidrains' package, as tests/data/make_*_fixtures.py used it
-BUILD_BACKEND="scikit-build-core==0.10.7 packaging==24.2 pathspec==0.12.1"
+. scripts/python-pins.sh
 scripts/install-packages.sh python3-torch python3-numpy python3-venv python3-pip
 [ -x build/pyenv/bin/python ] || /usr/bin/python3 -m venv --system-site-packages build/pyenv
 pip="build/pyenv/bin/python -m pip install -q --disable-pip-version-check"
