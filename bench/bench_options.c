@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The three sweeps: the default one (README's figures) lasts under a minute on a 2-core CPU;
- * --quick keeps the README's layer (d_model 512, 8 heads) on shorter sequences;
- * --full runs the README's whole sweep (to 65536 when every device is a GPU). */
+/* The three sweeps: the default one (docs/benchmark.md's figures) lasts under a minute on a 2-core CPU;
+ * --quick keeps that layer (d_model 512, 8 heads) on shorter sequences;
+ * --full runs the whole sweep (to 65536 when every device is a GPU). */
 typedef struct {
     int n_first, n_last, k[2], d_model, heads, repeat;
 } bench_defaults;
@@ -47,7 +47,7 @@ void bench_usage(FILE *out)
             "  --warmup W        untimed forwards before them, 0 to %d (default 1)\n"
             "  --seed S          seed of weights, input and projections, 0 to 2^64-1 (default %u)\n"
             "  --quick           n 512..2048, repeat 3: about 20 s on 2 CPU cores\n"
-            "  --full            the whole sweep of README: n to 16384 (65536 on GPUs), repeat 5;\n"
+            "  --full            the whole sweep: n to 16384 (65536 on GPUs), repeat 5;\n"
             "                    tens of minutes on a CPU\n"
             "  --causal          causal attention in every mode (each query sees the positions up to\n"
             "                    itself); Linformer rows then use mean pooling, as a random E mixes\n"

@@ -124,7 +124,7 @@ void bench_table_print(FILE *out, const bench_options *o, const bench_results *r
             "speed-up and memory saving over a standard Transformer; compare with /dense.\n"
             "vs_exact: relative deviation from exact attention of the same weights and input.\n"
             "  linformer: from flash (else dense). The projections E, F are random (Johnson-Lindenstrauss;\n"
-            "  mean pooling with --causal), not trained, so this is large by design (0.8 to 4 in README's run, growing with n / k): it\n"
+            "  mean pooling with --causal), not trained, so this is large by design (0.8 to 4 in docs/benchmark.md's run, growing with n / k): it\n"
             "  measures what compressing keys and values to k rows loses on a random layer, not the\n"
             "  accuracy of a trained model, whose E and F are learned.\n"
             "  flash: from dense, the two exact modes' agreement (float rounding, about 1e-6).\n"

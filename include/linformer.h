@@ -385,7 +385,7 @@ typedef enum {
 
 /* What the layer means. The order it is evaluated in is the library's: with
  * one E for every head it may compute LF_POSITION_KV as (E X) Wk^T + (E 1) bk^T,
- * the same up to rounding, when that costs fewer flops (README: order of evaluation). */
+ * the same up to rounding, when that costs fewer flops (docs/library.md: order of evaluation). */
 typedef enum {
     LF_POSITION_KV = 0, /* K~ = E (X Wk^T + bk): after the k/v projections (paper, lucidrains) */
     LF_POSITION_INPUT   /* K~ = (E X) Wk^T + bk: on the layer input (fairseq) */

@@ -246,7 +246,7 @@ Test(options, defaults_range_quick_and_full)
     char err[512] = "";
     const char *none[] = {NULL};
     cr_assert_eq(parse(&o, err, sizeof err, none), 0, "%s", err);
-    cr_expect(o.n_count == 4 && o.ns[0] == 512 && o.ns[3] == 4096, "the default sweep is README's: %d", o.n_count);
+    cr_expect(o.n_count == 4 && o.ns[0] == 512 && o.ns[3] == 4096, "the default sweep is docs/benchmark.md's: %d", o.n_count);
     cr_expect(o.k_count == 2 && o.ks[0] == 128 && o.ks[1] == 256);
     cr_expect(o.d_model == 512 && o.heads == 8 && o.batch == 1 && o.repeat == 5 && o.warmup == 1);
     cr_expect(o.modes[0] && o.modes[1] && o.modes[2]);
@@ -270,7 +270,7 @@ Test(options, defaults_range_quick_and_full)
     const char *quick[] = {"--k", "16", "--quick", NULL};
     cr_assert_eq(parse(&o, err, sizeof err, quick), 0, "%s", err);
     cr_expect(o.quick && o.n_count == 3 && o.ns[2] == 2048 && o.repeat == 3);
-    cr_expect(o.d_model == 512 && o.heads == 8, "--quick keeps README's layer");
+    cr_expect(o.d_model == 512 && o.heads == 8, "--quick keeps the default sweep's layer");
     cr_expect(o.k_count == 1 && o.ks[0] == 16, "an explicit option beats --quick");
 
     const char *help[] = {"--help", NULL};

@@ -98,7 +98,7 @@ Test(causal, never_sees_the_future)
         for (size_t p = 0; p < sizeof positions / sizeof positions[0]; p++) {
             snprintf(what, sizeof what, "variant %zu, position %d", v, positions[p]);
             expect_no_leak(layer, x, batch, n, lens, positions[p], false, &rng, what);
-            if (variants[v].mode == LF_MODE_DENSE) continue; /* README, "Numbers" */
+            if (variants[v].mode == LF_MODE_DENSE) continue; /* docs/guarantees.md, "Numbers" */
             snprintf(what, sizeof what, "variant %zu, position %d, a NaN after it", v, positions[p]);
             expect_no_leak(layer, x, batch, n, lens, positions[p], true, &rng, what);
         }

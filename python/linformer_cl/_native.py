@@ -120,7 +120,7 @@ def library_path():
 def open_library(path=None):
     # The host BLAS (OpenBLAS) reads OPENBLAS_THREAD_TIMEOUT only as it loads, with the library: its idle
     # threads otherwise yield for 2^28 cycles after each GEMM, on the cores that the OpenCL runtime's kernels
-    # then run on (README, GEMMs and tuning). A value already set is kept, and an OpenBLAS this process loaded
+    # then run on (docs/gemm.md). A value already set is kept, and an OpenBLAS this process loaded
     # before keeps what it read then.
     if not os.environ.get("OPENBLAS_THREAD_TIMEOUT"):
         os.environ["OPENBLAS_THREAD_TIMEOUT"] = "4"

@@ -37,7 +37,7 @@ def parse_args(argv):
     p.add_argument("--http-port", type=int, default=8000)
     p.add_argument("--no-http", action="store_true",
                    help="serve gRPC alone: Triton's HTTP endpoint ends the server on a JSON request whose declared "
-                        "shape it cannot allocate (README, \"Serving\")")
+                        "shape it cannot allocate (docs/serving.md)")
     p.add_argument("--grpc-port", type=int, default=8001)
     p.add_argument("--metrics-port", type=int, default=8002)
     p.add_argument("--max-batch", type=int, default=8, help="sequences Triton may group into one forward")
@@ -158,7 +158,7 @@ def main(argv=None):
     args = parse_args(argv)
     # Batching stays exact only where every GEMM gives each row the same bits
     # whatever the batch around it: CLBlast's kernels do, the host BLAS picks
-    # its kernels by shape (README, "Serving"). Triton's processes inherit it.
+    # its kernels by shape (docs/serving.md). Triton's processes inherit it.
     os.environ.setdefault("LINFORMER_GEMM", "clblast")
     path = pathlib.Path(args.model).resolve()
     name = model_name(args)

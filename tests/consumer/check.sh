@@ -1,8 +1,8 @@
 #!/bin/sh
 # Installs build/ into a fresh prefix and builds the consumer against it both
 # ways, with pkg-config and with find_package(Linformer); each must run. The
-# library example of README.md (its first C block after "## The library") is
-# cut out of README and built and run the same way. Every compile must be
+# library's whole program in docs/library.md (its first C block) is cut out
+# of the chapter and built and run the same way. Every compile must be
 # silent: including linformer.h prints nothing.
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -12,9 +12,9 @@ cmake --install "$root/build" --prefix "$work/prefix" >/dev/null
 libdir=$(ls -d "$work"/prefix/lib*/ | head -n 1)
 export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
-awk '/^## The library$/ { section = 1 } section && /^```c$/ { code = 1; next } code && /^```$/ { exit } code' \
-    "$root/README.md" >"$work/readme_example.c"
-grep -q 'main(' "$work/readme_example.c" || { echo "consumer: no library example found in README.md" >&2; exit 1; }
+awk '/^```c$/ { code = 1; next } code && /^```$/ { exit } code' \
+    "$root/docs/library.md" >"$work/docs_example.c"
+grep -q 'main(' "$work/docs_example.c" || { echo "consumer: no whole program found in docs/library.md" >&2; exit 1; }
 
 # Builds $1 into $2 with pkg-config; anything the compiler says is a failure.
 build_quietly() {
@@ -28,10 +28,10 @@ build_quietly() {
 }
 build_quietly "$root/tests/consumer/main.c" "$work/with-pkg-config"
 "$work/with-pkg-config"
-build_quietly "$work/readme_example.c" "$work/readme-example"
-"$work/readme-example"
+build_quietly "$work/docs_example.c" "$work/docs-example"
+"$work/docs-example"
 
 cmake -S "$root/tests/consumer" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
 cmake --build "$work/build" >/dev/null
 "$work/build/consumer"
-echo "consumer: built and ran against the installed package with pkg-config and find_package, and README's example"
+echo "consumer: built and ran against the installed package with pkg-config and find_package, and docs/library.md's program"

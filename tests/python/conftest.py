@@ -17,7 +17,7 @@ if "OCL_ICD_VENDORS" not in os.environ and os.path.isdir(VENDORS):
     os.environ["OCL_ICD_VENDORS"] = VENDORS  # read once, when the first context is created
 # Listed now, before a test module imports torch: Intel's runtime loads its own
 # oneTBB, and after Debian's torch has loaded the system's older libtbb it
-# cannot load at all (README, "Python").
+# cannot load at all (docs/python.md).
 linformer_cl.devices()
 
 # Intel's runtime unless it is absent or skipped, as tests/CMakeLists.txt decides.
