@@ -5,7 +5,8 @@
 # stage (scripts/check-oclgrind.sh: the GPU path on a simulated GPU), then
 # builds a program against the installed package and runs the robustness
 # checks (on the default device), the Python package's tests
-# (scripts/check-python.sh) and the serving load test (scripts/check-serve.sh).
+# (scripts/check-python.sh), the serving load test (scripts/check-serve.sh),
+# and every command of README.md and docs/ (scripts/check-docs.py).
 set -eu
 cd "$(dirname "$0")/.."
 mkdir -p build
@@ -20,3 +21,4 @@ tests/consumer/check.sh
 scripts/check-robustness.sh
 scripts/check-python.sh
 scripts/check-serve.sh
+scripts/check-docs.py
