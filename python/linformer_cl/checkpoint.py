@@ -30,6 +30,8 @@ ALLOWED = {("collections", "OrderedDict"), ("argparse", "Namespace"), ("_codecs"
 ALLOWED |= {("torch", name) for name in ("float16", "float32", "float64", "bfloat16", "int8", "int16", "int32",
                                          "int64", "uint8", "bool", "complex64", "complex128")}
 LEGACY_PICKLES = 5  # magic number, protocol version, sys info, the object, the storage keys
+# What a zip checkpoint may unpack to: its stored entries' own size, with room for a compressing re-zip.
+UNPACKED_FACTOR, UNPACKED_SLACK = 16, 64 << 20
 
 
 class UnsafeCheckpoint(Exception):
@@ -129,11 +131,27 @@ def _read_bytes(path):
     return data
 
 
+def check_size(data):
+    """Raises UnsafeCheckpoint where a zip archive says it unpacks to far more than it holds: torch.save stores
+    its entries uncompressed, and a few megabytes that inflate to gigabytes (a zip bomb) would be read whole,
+    by this module and by torch, into memory."""
+    if data[:4] != b"PK\x03\x04":
+        return
+    try:
+        declared = sum(info.file_size for info in zipfile.ZipFile(io.BytesIO(data)).infolist())
+    except zipfile.BadZipFile as e:
+        raise UnsafeCheckpoint(f"it is not a readable zip archive ({e})") from None
+    if declared > UNPACKED_FACTOR * len(data) + UNPACKED_SLACK:
+        raise UnsafeCheckpoint(f"its zip archive of {len(data)} bytes says it unpacks to {declared}: torch.save "
+                               "stores checkpoints uncompressed, so this is no checkpoint it wrote (a zip bomb?)")
+
+
 def read(path):
-    """The object a checkpoint holds, read on the CPU; UnsafeCheckpoint when it names anything else, FileError
-    for what is not a regular file, FormatError for an empty one."""
+    """The object a checkpoint holds, read on the CPU; UnsafeCheckpoint when it names anything else or would
+    unpack to far more than its size, FileError for what is not a regular file, FormatError for an empty one."""
     import torch
     data = _read_bytes(path)
+    check_size(data)
     serialization = torch.serialization
     if hasattr(serialization, "safe_globals"):
         with serialization.safe_globals([argparse.Namespace]):

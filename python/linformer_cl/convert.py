@@ -86,6 +86,8 @@ def select(state, prefix):
         if not torch.is_tensor(value) or not name.startswith(prefix) or name.endswith(DROPPED_SUFFIXES):
             continue
         short = name[len(prefix):]
+        if not short:
+            raise ConvertError(f"tensor \"{name}\" has no name left once the prefix \"{prefix}\" is taken off")
         if short == "__metadata__":
             raise ConvertError("a tensor is named \"__metadata__\", the name safetensors keeps for its metadata")
         if str(value.dtype).replace("torch.", "") not in READABLE:
@@ -145,11 +147,18 @@ def _target(path):
         if target != path:
             raise FileError(f"cannot write {path}: it is a symbolic link to a missing file") from None
         return target, None
+    except NotADirectoryError as e:
+        raise _no_file_in_folder(path, target, e) from None
     if not stat.S_ISREG(st.st_mode):
         raise FileError(f"cannot write {path}: it is {file_kind(st.st_mode)}, not a regular file")
     if not os.access(target, os.W_OK):
         raise FileError(f"cannot write {path}: {os.strerror(errno.EACCES)}")
     return target, st
+
+
+def _no_file_in_folder(path, target, e):
+    """The error of a folder that cannot take the output: it names the folder, not a temporary's name."""
+    return FileError(f"cannot write {path}: {e.strerror} (creating a file in \"{os.path.dirname(os.path.abspath(target))}\")")
 
 
 def _new_file_mode():
@@ -165,7 +174,10 @@ def write(state, path, meta):
     from safetensors.torch import save  # not save_file, which puts a new file of mode 0600 at its path
     target, old = _target(path)
     folder, name = os.path.split(os.path.abspath(target))
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=folder)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=folder)
+    except OSError as e:
+        raise _no_file_in_folder(path, target, e) from None
     try:
         with os.fdopen(fd, "wb") as f:
             os.fchmod(fd, stat.S_IMODE(old.st_mode) if old else _new_file_mode())
