@@ -86,6 +86,8 @@ def select(state, prefix):
         if not torch.is_tensor(value) or not name.startswith(prefix) or name.endswith(DROPPED_SUFFIXES):
             continue
         short = name[len(prefix):]
+        if "\0" in short:  # the library refuses such a file: refused here, before it is written
+            raise ConvertError(f"tensor {name!r} holds a NUL character, which no name the library reads may hold")
         if not short:
             raise ConvertError(f"tensor \"{name}\" has no name left once the prefix \"{prefix}\" is taken off")
         if short == "__metadata__":

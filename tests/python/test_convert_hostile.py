@@ -2,9 +2,9 @@
 
 A zip checkpoint that inflates far past its size (a zip bomb) is refused
 before anything is unpacked; tensors that share, overlap or stride through one
-storage keep their own values; a prefix that leaves a tensor no name, and an
-output whose folder cannot take a file, are errors that name them, not a
-temporary's name.
+storage keep their own values; a name holding a NUL, a prefix that leaves a
+tensor no name, and an output whose folder cannot take a file are errors that
+name them (the folder, not a temporary's name).
 """
 import subprocess
 import sys
@@ -91,6 +91,14 @@ def test_tensors_sharing_overlapping_and_striding_one_storage_keep_their_values(
         assert sorted(f.keys()) == sorted(state)
         for name, t in state.items():
             assert torch.equal(f.get_tensor(name), t), name
+
+
+def test_a_name_holding_a_nul_is_refused_before_a_file_the_library_refuses_is_written(tmp_path):
+    ckpt = tmp_path / "nul.pt"
+    torch.save({"w\0x": torch.ones(2)}, ckpt)
+    code, line, _ = convert(ckpt, tmp_path / "out.safetensors")
+    assert code == 1 and "tensor 'w\\x00x' holds a NUL character" in line, line
+    assert not (tmp_path / "out.safetensors").exists()
 
 
 def test_a_prefix_that_leaves_a_tensor_no_name_is_named(tmp_path):
