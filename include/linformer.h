@@ -138,7 +138,20 @@ LF_API lf_status lf_devices_list(lf_device_info *out, size_t capacity, size_t *c
                                  char *errbuf, size_t errbuf_size);
 
 /*
- * Chooses a device from a list; a pure function that touches no device.
+ * The OpenCL drivers installed for the ICD loader that gave no platform, and
+ * why, one a line: "FILE.icd names LIBRARY, which does not load: REASON"
+ * (dlerror()'s), or an OCL_ICD_VENDORS that names no folder; "" when every
+ * driver loaded. The ICD loader drops such a driver without a word; it reads
+ * OCL_ICD_VENDORS (a folder of .icd files, an .icd file or a library; unset,
+ * /etc/OpenCL/vendors) once, and this, computed once a process, reads it as
+ * the loader does. lf_devices_list's and lf_devices_select's messages of a
+ * missing platform or device end with it. The string is static; never NULL.
+ */
+LF_API const char *lf_devices_unloaded(void);
+
+/*
+ * Chooses a device from a list; a pure function that touches no device (a
+ * message of no match ends with lf_devices_unloaded()'s note).
  * Leading and trailing blanks of the selector are ignored; texts match
  * case-insensitively, as substrings.
  *   NULL or ""     the default: the first GPU, else the first accelerator, else

@@ -56,6 +56,19 @@ if [ "$(cat "$dest/VERSIONS" 2>/dev/null)" != "$stamp" ]; then
     echo "$stamp" >"$dest/VERSIONS"
 fi
 
+# The runtime's oneTBB under a soname of its own. A process that loaded the
+# system's older libtbb.so.12 first (Debian's PyTorch does, through OpenCV)
+# would otherwise hand that one to the runtime, which then fails to load
+# (an undefined tbb::detail::r1 symbol) and the ICD loader drops the platform
+# without a word. With its own soname the copy here is loaded beside the
+# system's, and the runtime's symbols bind to it (LD_DEBUG=bindings shows it).
+if [ -e "$dest/lib/libtbb.so.12" ]; then
+    scripts/install-packages.sh patchelf
+    mv "$dest/lib/libtbb.so.12" "$dest/lib/libtbb_intelocl.so.12"
+    patchelf --set-soname libtbb_intelocl.so.12 "$dest/lib/libtbb_intelocl.so.12"
+    patchelf --replace-needed libtbb.so.12 libtbb_intelocl.so.12 "$dest/lib/libintelocl.so"
+fi
+
 # The ICD folder: the system's drivers, then this one (an absolute path, as
 # the loader dlopen()s it from any working directory).
 rm -rf "$vendors"

@@ -36,7 +36,8 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: linformer devices [--device SEL]\n\n"
-            "Lists every OpenCL platform and device and marks the default one.\n"
+            "Lists every OpenCL platform and device and marks the default one, then every\n"
+            "installed driver that gave no platform, with the reason its library did not load.\n"
             "With --device (or LINFORMER_DEVICE) shows the device SEL picks, or fails naming SEL.\n\n"
             "SEL: empty = first GPU, else first accelerator, else first CPU;\n"
             "     gpu | cpu | accelerator = the first of that type;\n"
@@ -78,6 +79,8 @@ int cmd_devices(int argc, char **argv)
     }
     for (size_t i = 0; i < count; i++)
         print_device(&devs[i], i == def ? "(default)" : "");
+    const char *unloaded = lf_devices_unloaded();
+    if (*unloaded) printf("\ninstalled drivers that gave no platform:\n%s\n", unloaded);
     const char *blas = NULL, *mkl = NULL;
     if (lf_host_blas_library(&blas, &mkl, msg, sizeof msg) != LF_OK)
         printf("\nhost BLAS: none: %s\n", msg);

@@ -120,14 +120,14 @@ static lf_status list_devices(lf_device_info *out, size_t capacity, size_t *coun
 {
     cl_platform_id platforms[LF_MAX_PLATFORMS];
     cl_uint np = 0;
-    char note[160];
+    char note[160], unloaded[2048];
     cl_int err = clGetPlatformIDs(LF_MAX_PLATFORMS, platforms, &np);
     if (err == -1001 /* CL_PLATFORM_NOT_FOUND_KHR: an ICD loader with no driver */ || (err == CL_SUCCESS && np == 0))
         return lf__fail_buf(errbuf, errbuf_size, LF_ERR_NO_DEVICE,
                             "no OpenCL platform found (clGetPlatformIDs: %s; is an OpenCL driver installed, "
-                            "e.g. pocl-opencl-icd?)%s",
+                            "e.g. pocl-opencl-icd?)%s%s",
                             err == CL_SUCCESS ? "no platform" : lf_cl_error_string(err),
-                            limit_note(note, sizeof note));
+                            limit_note(note, sizeof note), lf__unloaded_note(unloaded, sizeof unloaded));
     if (err != CL_SUCCESS)
         return lf__fail_buf(errbuf, errbuf_size, err == CL_OUT_OF_HOST_MEMORY ? LF_ERR_OUT_OF_MEMORY : LF_ERR_OPENCL,
                             "clGetPlatformIDs failed: %s%s", lf_cl_error_string(err), limit_note(note, sizeof note));
@@ -143,8 +143,9 @@ static lf_status list_devices(lf_device_info *out, size_t capacity, size_t *coun
     *count = found;
     if (found == 0)
         return lf__fail_buf(errbuf, errbuf_size, last_err == CL_OUT_OF_HOST_MEMORY ? LF_ERR_OUT_OF_MEMORY : LF_ERR_NO_DEVICE,
-                            "no OpenCL device found on %u platform(s) (clGetDeviceIDs: %s)%s", np,
-                            lf_cl_error_string(last_err), limit_note(note, sizeof note));
+                            "no OpenCL device found on %u platform(s) (clGetDeviceIDs: %s)%s%s", np,
+                            lf_cl_error_string(last_err), limit_note(note, sizeof note),
+                            lf__unloaded_note(unloaded, sizeof unloaded));
     return LF_OK;
 }
 
@@ -244,7 +245,9 @@ static lf_status no_match(const char *sel, const lf_device_info *devs, size_t co
         used += snprintf(buf + used, size - used, " [%u:%u %s \"%s\" on \"%s\"]",
                          devs[i].platform_index, devs[i].device_index, type_name(devs[i].type),
                          devs[i].device_name, devs[i].platform_name);
-    if (count == 0 && used > 0 && (size_t)used < size) snprintf(buf + used, size - used, " none");
+    if (count == 0 && used > 0 && (size_t)used < size) used += snprintf(buf + used, size - used, " none");
+    char unloaded[2048];
+    if (used > 0 && (size_t)used < size) snprintf(buf + used, size - used, "%s", lf__unloaded_note(unloaded, sizeof unloaded));
     return LF_ERR_NO_DEVICE;
 }
 

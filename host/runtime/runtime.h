@@ -114,6 +114,11 @@ lf_status lf__host_memory_check(lf_context *ctx, size_t bytes, const char *what)
 /* The soft RLIMIT_AS in bytes, 0 when unlimited. */
 size_t lf__address_space_limit(void);
 
+/* ---- Drivers that gave no platform (icd.c) ---- */
+/* "; installed drivers that gave no platform: ..." (lf_devices_unloaded) in
+ * buf, to end a message of a missing platform or device; "" when none. */
+const char *lf__unloaded_note(char *buf, size_t size);
+
 /* ---- Event tracking for timings (timeline.c) ---- */
 /* A forward records the event of each command it enqueues, with the name of
  * its stage; lf__event() gives the slot the next enqueue fills and

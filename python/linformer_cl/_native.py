@@ -69,6 +69,7 @@ FUNCTIONS = {
     "lf_version_string": (c_char_p, []),
     "lf_status_string": (c_char_p, [status]),
     "lf_devices_list": (status, [P(DeviceInfo), c_size_t, sizes, c_char_p, c_size_t]),
+    "lf_devices_unloaded": (c_char_p, []),
     "lf_devices_select": (status, [c_char_p, P(DeviceInfo), c_size_t, sizes, c_char_p, c_size_t]),
     "lf_context_create": (status, [c_char_p, P(handle), c_char_p, c_size_t]),
     "lf_context_free": (None, [handle]),
