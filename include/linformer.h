@@ -213,6 +213,16 @@ LF_API lf_status lf_context_create(const char *selector, lf_context **out, char 
 LF_API lf_status lf_kernel_cache_dir(char *out, size_t size);
 
 /*
+ * The kernel cache folder of the kernels this context builds from now on, in
+ * place of the environment's (LINFORMER_CACHE_DIR, ...): a path, created if
+ * missing and trusted only as the environment's is, or "off" for none; NULL
+ * goes back to the environment's. LF_ERR_ARGUMENT for an empty string. A
+ * folder that cannot be used is not an error here: kernels are then compiled
+ * and not cached, as with the environment's.
+ */
+LF_API lf_status lf_context_set_cache_dir(lf_context *ctx, const char *dir);
+
+/*
  * Wraps a host application's own context and in-order queue (retained, released
  * by lf_context_free). The queue's device is used. Profiling timings are only
  * available when the queue was created with CL_QUEUE_PROFILING_ENABLE.

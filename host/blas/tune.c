@@ -144,7 +144,7 @@ static char *entry_key(const lf_context *ctx)
 static bool entry_path(const lf_context *ctx, char *path, size_t size, char **key)
 {
     char dir[4096];
-    if (!lf__cache_dir(dir, sizeof dir) || !(*key = entry_key(ctx))) return false;
+    if (!lf__cache_dir(ctx->cache_dir, dir, sizeof dir) || !(*key = entry_key(ctx))) return false;
     lf__cache_path(dir, *key, path, size);
     return true;
 }

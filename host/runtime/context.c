@@ -1,6 +1,7 @@
 /* context.c - open a device (or wrap a host's) and free it. The public
  * create functions add the GEMM backend (blas/backend.c). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "runtime.h" /* first: it fixes the OpenCL version the headers target */
 
@@ -203,7 +204,21 @@ void lf__context_release(lf_context *ctx)
         if (ctx->cl) clReleaseContext(ctx->cl);
     }
     pthread_mutex_destroy(&ctx->lock);
+    free(ctx->cache_dir);
     free(ctx);
+}
+
+lf_status lf_context_set_cache_dir(lf_context *ctx, const char *dir)
+{
+    if (!ctx) return LF_ERR_ARGUMENT;
+    char *copy = NULL;
+    if (dir && !*dir) return lf__fail(ctx, LF_ERR_ARGUMENT, "cache_dir is empty (NULL: the environment's folder)");
+    if (dir && !(copy = strdup(dir))) return lf__fail(ctx, LF_ERR_OUT_OF_MEMORY, "no memory for the cache folder's path");
+    pthread_mutex_lock(&ctx->lock);
+    free(ctx->cache_dir);
+    ctx->cache_dir = copy;
+    pthread_mutex_unlock(&ctx->lock);
+    return LF_OK;
 }
 
 lf_status lf_context_device_info(const lf_context *ctx, lf_device_info *info)

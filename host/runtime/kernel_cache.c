@@ -150,22 +150,24 @@ static bool unusable(char *why, size_t why_size, const char *fmt, ...)
  * trusted: anyone who can write there can plant a binary the device runs. */
 static bool foreign(const struct stat *sb) { return sb->st_uid != geteuid() || (sb->st_mode & (S_IWGRP | S_IWOTH)); }
 
-/* The folder of the environment, created if missing and checked. */
-static bool cache_dir(char *out, size_t size, char *why, size_t why_size)
+/* The folder a context chose (lf_context_set_cache_dir), else the
+ * environment's, created if missing and checked. */
+static bool cache_dir(const char *chosen, char *out, size_t size, char *why, size_t why_size)
 {
     static const struct { const char *var, *format; } from[] = {
         {"LINFORMER_CACHE_DIR", "%s"}, {"XDG_CACHE_HOME", "%s/linformer"}, {"HOME", "%s/.cache/linformer"}};
-    const char *dir = getenv("LINFORMER_CACHE_DIR");
-    if (dir && strcmp(dir, "off") == 0) return unusable(why, why_size, "LINFORMER_CACHE_DIR is \"off\"");
+    const char *dir = chosen ? chosen : getenv("LINFORMER_CACHE_DIR");
+    if (dir && strcmp(dir, "off") == 0)
+        return unusable(why, why_size, "%s is \"off\"", chosen ? "the context's cache folder" : "LINFORMER_CACHE_DIR");
     const size_t count = sizeof from / sizeof from[0];
     size_t i = 0;
-    while (i < count && !((dir = getenv(from[i].var)) && *dir)) i++;
+    while (!chosen && i < count && !((dir = getenv(from[i].var)) && *dir)) i++;
     if (i == count) return unusable(why, why_size, "none of LINFORMER_CACHE_DIR, XDG_CACHE_HOME and HOME is set");
     /* a cut path would be another folder */
     const int len = snprintf(out, size, from[i].format, dir);
     if (len < 0 || (size_t)len >= size)
-        return unusable(why, why_size, "%s makes a cache path of %d bytes, over the limit of %zu", from[i].var, len,
-                        size - 1);
+        return unusable(why, why_size, "%s makes a cache path of %d bytes, over the limit of %zu",
+                        chosen ? "the context's cache folder" : from[i].var, len, size - 1);
     /* mkdir -p; whatever stands in the way is reported below */
     for (char *p = out + 1; *p; p++) {
         if (*p != '/') continue;
@@ -188,14 +190,14 @@ static bool cache_dir(char *out, size_t size, char *why, size_t why_size)
     return true;
 }
 
-bool lf__cache_dir(char *out, size_t size) { return cache_dir(out, size, NULL, 0); }
+bool lf__cache_dir(const char *chosen, char *out, size_t size) { return cache_dir(chosen, out, size, NULL, 0); }
 
 lf_status lf_kernel_cache_dir(char *out, size_t size)
 {
     if (!out || size == 0) return LF_ERR_ARGUMENT;
     const char *off = getenv("LINFORMER_CACHE_DIR");
     char dir[4096];
-    if (cache_dir(dir, sizeof dir, out, size)) {
+    if (cache_dir(NULL, dir, sizeof dir, out, size)) {
         const size_t need = strlen(dir) + 1;
         if (need > size) {
             snprintf(out, size, "%zu bytes needed for the cache path, out has %zu", need, size);

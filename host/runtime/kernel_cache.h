@@ -28,11 +28,12 @@ lf_status lf__read_fd(int fd, size_t size, char **text);
  * set, 0 when the file ended first. */
 lf_status lf__pread_all(int fd, void *buf, size_t from, size_t to);
 
-/* The cache folder (LINFORMER_CACHE_DIR, else $XDG_CACHE_HOME/linformer, else
+/* The cache folder (`chosen`, a context's own, when not NULL; else
+ * LINFORMER_CACHE_DIR, else $XDG_CACHE_HOME/linformer, else
  * ~/.cache/linformer), created if missing, with the temporaries that dead or
  * stuck writers left removed; false when the cache is off, has no home or
  * cannot be used (see lf_kernel_cache_dir). */
-bool lf__cache_dir(char *out, size_t size);
+bool lf__cache_dir(const char *chosen, char *out, size_t size);
 
 /* The key of a program: everything its binary depends on. NULL without memory. */
 char *lf__cache_key(const lf_device_info *device, const char *file, const char *text, size_t size,

@@ -167,7 +167,7 @@ static lf_status program_build(lf_context *ctx, const char *file, const char *ke
     LF_TRY(kernel_source(ctx, file, &text, &size, &prelude, &shift));
     char dir[4096], path[4300] = "";
     char *key = NULL;
-    bool cached = lf__cache_dir(dir, sizeof dir);
+    bool cached = lf__cache_dir(ctx->cache_dir, dir, sizeof dir);
     if (cached) {
         key = lf__cache_key(&ctx->info, file, text, size, options);
         cached = key != NULL;

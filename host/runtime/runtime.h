@@ -38,6 +38,7 @@ struct lf_context {
     lf_device_info info;
     lf_program_entry *programs; /* built programs of this context, by source and options */
     unsigned cache_hits, cache_misses, cache_rejected; /* disk cache counters, for tests */
+    char *cache_dir;         /* lf_context_set_cache_dir's folder; NULL: the environment's */
     pthread_mutex_t lock;    /* serialises calls on this context (see the header) */
     atomic_int refs;         /* the owner's, and one per live layer or projection */
     char error[LF_MSG_SIZE]; /* last-error message */

@@ -4,17 +4,18 @@
     model = linformer_cl.load("model.safetensors", device="pocl")
     y = model(x)                       # x float32 [batch, n, d_model] -> y
 """
-from ._context import Device, devices, host_blas_library
+from ._context import Device, host_blas_library
 from ._native import host_blas
 from ._native import lib as _lib
 from .errors import (ArgumentError, BlasError, BuildError, Error, FileError, FormatError, NoDeviceError,
                      OpenCLError, OutOfMemoryError, StateError, UnsupportedError)
 from .from_torch import from_torch
+from ._platforms import devices, unloaded_drivers
 from .load import load
 from .model import DeviceBytes, Model, ModelInfo, StageTime
 
 __version__ = _lib.lf_version_string().decode()
 
-__all__ = ["Device", "devices", "host_blas", "host_blas_library", "load", "from_torch", "Model", "ModelInfo", "DeviceBytes", "StageTime", "Error",
+__all__ = ["Device", "devices", "unloaded_drivers", "host_blas", "host_blas_library", "load", "from_torch", "Model", "ModelInfo", "DeviceBytes", "StageTime", "Error",
            "ArgumentError", "NoDeviceError", "OutOfMemoryError", "OpenCLError", "BuildError", "BlasError",
            "FileError", "FormatError", "StateError", "UnsupportedError"]

@@ -72,6 +72,8 @@ FUNCTIONS = {
     "lf_devices_unloaded": (c_char_p, []),
     "lf_devices_select": (status, [c_char_p, P(DeviceInfo), c_size_t, sizes, c_char_p, c_size_t]),
     "lf_context_create": (status, [c_char_p, P(handle), c_char_p, c_size_t]),
+    "lf_kernel_cache_dir": (status, [c_char_p, c_size_t]),
+    "lf_context_set_cache_dir": (status, [handle, c_char_p]),
     "lf_context_free": (None, [handle]),
     "lf_context_last_error": (c_char_p, [handle]),
     "lf_context_device_info": (status, [handle, P(DeviceInfo)]),

@@ -13,7 +13,8 @@ import ctypes
 from . import _native as n
 from ._build import GELU, GELU_TANH, NORM_POST, NORM_PRE, POSITION_INPUT, RELU, SHARE_HEADWISE, SHARE_KV
 from ._build import SHARE_LAYERWISE, ENCODER, TOKEN_ENCODER, build_stack, torch_tensor
-from ._context import INT_MAX, Context, c_integer
+from ._context import INT_MAX, c_integer
+from ._kernels import open_context
 from .convert import DROPPED_SUFFIXES
 from .errors import ArgumentError, FormatError, UnsupportedError
 from .layouts import FAIRSEQ_LAYER, FAIRSEQ_MODEL
@@ -128,8 +129,8 @@ def model_config(state, stem, args):
     return cfg, attn
 
 
-def from_fairseq(state, args, device=None):
-    """A Model of a fairseq Linformer encoder from its state dict and its checkpoint's args."""
+def from_fairseq(state, args, device=None, cache_dir=None):
+    """A Model of a fairseq Linformer encoder from its state dict and its checkpoint's args (see from_torch)."""
     if args is None:
         raise ArgumentError("a fairseq state dict needs its args (encoder_attention_heads, activation_fn, ...)")
     stem = _stem(state)
@@ -140,7 +141,7 @@ def from_fairseq(state, args, device=None):
                                "from_torch does not build: convert the checkpoint (python -m linformer_cl.convert) "
                                "and load() the file, which gives its logits")
     skip = ("e", "f") if cfg.layers and attn[0].sharing == SHARE_LAYERWISE else ()  # the layers' aliases of it
-    ctx = Context(device)
+    ctx = open_context(device, cache_dir)
     try:
         return build_stack(ctx, cfg, attn, state, FAIRSEQ_LAYER, lambda i: f"{stem}layers.{i}.", FAIRSEQ_MODEL, stem,
                            skip)

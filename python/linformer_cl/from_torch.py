@@ -7,14 +7,16 @@ both. Where each tensor goes is in layouts.py; fairseq's state dicts are
 read in from_fairseq.py.
 """
 import ctypes
+from typing import Optional
 
 from . import _native as n
 from ._build import ENCODER, GELU, GELU_TANH, LM, NORM_PRE, RELU, SHARE_HEADWISE, SHARE_KV, build_stack
 from ._build import closed_on_error, set_weights
-from ._context import Context
+from ._kernels import open_context
 from .errors import ArgumentError, UnsupportedError
 from .layouts import LUCIDRAINS_ATTENTION, LUCIDRAINS_BLOCK, LUCIDRAINS_LM
-from .load import layer_info
+from ._kernels import PathLike
+from .load import DeviceArg, layer_info
 from .model import Model
 
 
@@ -96,23 +98,29 @@ def _stack(ctx, module, linformer, lm, stem):
                        LUCIDRAINS_LM if lm is not None else (), "")
 
 
-def from_torch(module, device=None, *, args=None):
+def from_torch(module, device: DeviceArg = None, *, args=None, cache_dir: Optional[PathLike] = None) -> Model:
     """A Model running lucidrains' LinformerSelfAttention, Linformer or LinformerLM `module` on a device.
 
+    device: a selector string ("pocl", "intel", "gpu", "0:1": see
+    linformer_cl.devices(), whose `selector` picks exactly one), a Device, or
+    None (LINFORMER_DEVICE, else the first GPU, accelerator, then CPU).
     A dict is a fairseq Linformer encoder's state dict, with the checkpoint's
     `args` (a Namespace or dict: encoder_attention_heads, activation_fn,
-    encoder_normalize_before, padding_idx). The weights are copied (later
-    changes to the module are not seen); the model computes what the module
-    computes in eval mode.
+    encoder_normalize_before, padding_idx). cache_dir: the folder the model's
+    compiled kernels are kept in ("off": none; None: LINFORMER_CACHE_DIR, else
+    ~/.cache/linformer). The weights are copied (later changes to the module
+    are not seen); the model computes what the module computes in eval mode.
+    Returns a Model; the first forward compiles its kernels where none is
+    cached (said through logging, logger "linformer_cl").
     """
     if isinstance(module, dict):
         from .from_fairseq import from_fairseq
-        return from_fairseq(module, args, device)
+        return from_fairseq(module, args, device, cache_dir)
     kind = type(module).__name__
     if kind not in ("LinformerSelfAttention", "Linformer", "LinformerLM"):
         raise ArgumentError(f"from_torch takes lucidrains' LinformerSelfAttention, Linformer or LinformerLM, "
                             f"not {kind}")
-    ctx = Context(device)
+    ctx = open_context(device, cache_dir)
     try:
         if kind == "LinformerSelfAttention":
             return _layer(ctx, module)

@@ -1,11 +1,14 @@
 """load(): every file `linformer run` serves, as a Model."""
 import ctypes
+from typing import Optional, Union
 
 from . import _native as n
-from ._context import INT_MAX, UINT64_MAX, Context, c_integer, c_string, call_with_errbuf, text
+from ._context import INT_MAX, UINT64_MAX, Device, c_integer, c_string, call_with_errbuf, text
+from ._kernels import PathLike, open_context
 from .errors import ArgumentError
 from .model import Model, ModelInfo
 
+DeviceArg = Union[str, Device, None]
 PROJECTIONS = {"learned": 0, "random": 1, "mean": 2, "max": 3}
 KINDS = {1: "encoder", 2: "token encoder", 3: "language model"}
 
@@ -80,10 +83,19 @@ def _load_stack(ctx, path, heads, prefix, activation, norm):
     return Model(ctx, handle, info, is_layer=False)
 
 
-def load(path, device=None, heads=None, *, mode=None, causal=None, projection=None, k=None, seed=0,
-         prefix=None, activation=None, norm=None):
-    """Opens a safetensors file of one attention layer or a whole model on a device.
+def load(path: PathLike, device: DeviceArg = None, heads: Optional[int] = None, *, mode: Optional[str] = None,
+         causal: Optional[bool] = None, projection: Optional[str] = None, k: Optional[int] = None, seed: int = 0,
+         prefix: Optional[str] = None, activation: Optional[str] = None, norm: Optional[str] = None,
+         cache_dir: Optional[PathLike] = None) -> Model:
+    """Opens a safetensors file of one attention layer or a whole model on a device; returns a Model.
 
+    device: a selector string ("pocl", "intel", "gpu", "0:1": see
+    linformer_cl.devices(), whose `selector` picks exactly one), a Device, or
+    None (LINFORMER_DEVICE, else the first GPU, accelerator, then CPU).
+    cache_dir: the folder the compiled kernels are kept in ("off": none; None:
+    LINFORMER_CACHE_DIR, else ~/.cache/linformer); where none is cached, the
+    first forward compiles them (seconds), which is said through logging
+    (logger "linformer_cl").
     mode ("linformer", "dense", "flash"), causal, projection ("learned",
     "random", "mean", "max"), k and seed apply to a layer file; prefix,
     activation ("gelu", "gelu_tanh", "relu") and norm ("pre", "post") to a
@@ -100,7 +112,7 @@ def load(path, device=None, heads=None, *, mode=None, causal=None, projection=No
         raise ArgumentError("activation and norm are for models; the file holds one attention layer")
     if not layer and (mode or causal is not None or projection or k):
         raise ArgumentError("mode, causal, projection and k are for a single attention layer; the file holds a model")
-    ctx = Context(device)
+    ctx = open_context(device, cache_dir)
     try:
         if layer:
             return _load_layer(ctx, path, heads, mode, causal, projection, k, seed)

@@ -57,7 +57,28 @@ def _torch_in(x, name, want):
     try:
         return t.numpy(), True
     except TypeError:  # bfloat16 and the other dtypes numpy has none of: refused as float16 is
-        raise ArgumentError(f"{name} must be {want}, got {t.dtype}") from None
+        fix = " (convert it with .float())" if want == "float32" else ""
+        raise ArgumentError(f"{name} must be {want}, got {t.dtype}{fix}") from None
+
+
+def passed(x, was_torch):
+    """What the caller passed, as a message names it: "torch.float64", "float64" for a numpy array, "a list
+    (read as float64)" for anything else numpy reads."""
+    dtype = np.asarray(x).dtype
+    if was_torch:
+        return f"torch.{dtype}"
+    if isinstance(x, np.ndarray):
+        return str(dtype)
+    return f"a {type(x).__name__} (read as {dtype})"
+
+
+def float32_fix(x, was_torch):
+    """How to make x float32, in the words of what it is."""
+    if was_torch:
+        return "convert it with .float()"
+    if isinstance(x, np.ndarray):
+        return "convert it with .astype(numpy.float32)"
+    return "pass numpy.asarray(x, dtype=numpy.float32) or torch.tensor(x)"
 
 
 def _lengths(lengths, batch, n_rows):
@@ -90,11 +111,12 @@ class Model:
         self._lock = threading.Lock()  # close() waits for a forward in flight
 
     @property
-    def device(self):
+    def device(self) -> str:
+        """The name of the OpenCL device the model runs on (its CL_DEVICE_NAME)."""
         return self._ctx.device
 
     @property
-    def gemms(self):
+    def gemms(self) -> str:
         """Where the model's GEMMs run: "CLBlast" on the device, or the host BLAS ("OpenBLAS", "MKL") on a CPU
         device's buffers (LINFORMER_GEMM and LINFORMER_HOST_BLAS choose)."""
         return self._ctx.gemms
@@ -104,18 +126,19 @@ class Model:
             raise StateError("the model is closed")
         return self._handle
 
-    def _input(self, x):
+    def _input(self, given, was_torch=False):
         """x checked, then as the library reads it: every check comes before the copy, since a broadcast view
         may stand for more than memory holds."""
-        x = np.asarray(x)
+        x = np.asarray(given)
         info = self.info
         if info.takes_tokens:
             if x.ndim != 2 or x.dtype.kind not in "iu":
-                raise ArgumentError(f"tokens must be integers [batch, n], got shape {x.shape} of {x.dtype}")
+                raise ArgumentError(f"tokens must be integers [batch, n], got shape {x.shape} of "
+                                    f"{passed(given, was_torch)}")
         elif x.ndim != 3 or x.shape[2] != info.d_model:
             raise ArgumentError(f"x must be [batch, n, {info.d_model}], got shape {x.shape}")
         elif x.dtype != np.float32:
-            raise ArgumentError(f"x must be float32, got {x.dtype} (convert it with .astype(numpy.float32))")
+            raise ArgumentError(f"x must be float32, got {passed(given, was_torch)} ({float32_fix(given, was_torch)})")
         batch, rows = x.shape[0], x.shape[1]
         if batch < 1 or rows < 1:
             raise ArgumentError(f"batch and n must be at least 1, got shape {x.shape}")
@@ -129,7 +152,7 @@ class Model:
 
     def __call__(self, x, lengths=None):
         x, was_torch = _torch_in(x, *(("tokens", "integers") if self.info.takes_tokens else ("x", "float32")))
-        x = self._input(x)
+        x = self._input(x, was_torch)
         batch, rows = x.shape[0], x.shape[1]
         lens = _lengths(lengths, batch, rows)
         y = np.empty((batch, rows, self.info.out_width), dtype=np.float32)
