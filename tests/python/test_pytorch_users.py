@@ -194,3 +194,21 @@ def test_types_docs_and_help():
         assert hints.return_annotation is not inspect.Signature.empty, f"{fn.__name__} has no return type"
         assert "device" in inspect.getdoc(fn) or fn is linformer_cl.devices
     assert "selector" in inspect.getdoc(linformer_cl.load)
+
+
+@pytest.mark.skipif(not os.path.isdir("/usr/lib/python3/dist-packages/torch"), reason="Debian's PyTorch is absent")
+def test_check_names_the_python_that_sees_debians_torch(tmp_path):
+    # A Python that does not see Debian's packages (as a pyenv one first on PATH): numpy and the package only.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "env")], check=True, timeout=300)
+    only = tmp_path / "only"
+    only.mkdir()
+    os.symlink(os.path.dirname(np.__file__), only / "numpy")
+    os.symlink(os.path.dirname(linformer_cl.__file__), only / "linformer_cl")
+    r = subprocess.run([str(tmp_path / "env" / "bin" / "python"), "-m", "linformer_cl.check", "--need", "torch"],
+                       capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(only)})
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "/usr/lib/python3/dist-packages, which this Python" in r.stdout
+    assert "/usr/bin/python3 -m venv --system-site-packages" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "linformer_cl.check", "--need", "torch", "safetensors"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "device" in r.stdout, r.stdout + r.stderr
