@@ -2,7 +2,9 @@
 # The Python package: installs it from this tree into build/pyenv (`pip
 # install .` with the pinned build backend of scripts/install-python-test.sh,
 # no build isolation, so nothing unpinned is fetched), then runs its tests
-# (tests/python) on PoCL and Intel's CPU runtime. Exits with pytest's status.
+# (tests/python) on PoCL and Intel's CPU runtime, then the repaired wheel in
+# an environment without the build's packages (scripts/check-wheel.sh).
+# Exits 1 when either fails.
 set -eu
 cd "$(dirname "$0")/.."
 scripts/install-python-test.sh
@@ -10,5 +12,7 @@ build/pyenv/bin/python -m pip install -q --disable-pip-version-check --no-build-
 export OCL_ICD_VENDORS="${OCL_ICD_VENDORS:-$PWD/build/opencl-vendors}"
 export POCL_CACHE_DIR="$PWD/build/pocl-cache" LINFORMER_CACHE_DIR="$PWD/build/kernel-cache"
 export LF_TOOL_PATH="$PWD/build/linformer"
-cd tests/python # the installed package is imported, not python/ of the tree
-exec ../../build/pyenv/bin/python -m pytest -q -p no:cacheprovider .
+status=0
+(cd tests/python && ../../build/pyenv/bin/python -m pytest -q -p no:cacheprovider .) || status=1 # the installed package, not python/
+scripts/check-wheel.sh || status=1
+exit $status
