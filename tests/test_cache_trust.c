@@ -206,3 +206,35 @@ Test(cache_trust, paths_that_do_not_fit_are_refused)
     cr_expect_eq(lf_kernel_cache_dir(fits, strlen(folder) + 1), LF_OK, "%s", fits);
     cr_expect_str_eq(fits, folder);
 }
+
+/* lf_context_set_cache_dir: a context's own folder in place of the environment's, "off" for none, NULL back to
+ * the environment's; an empty string is refused. */
+Test(cache_trust, a_context_takes_its_own_folder)
+{
+    char own[160];
+    snprintf(own, sizeof own, "%s/own", tmpdir);
+    lf_context *ctx = lf_test_context();
+    cr_assert_eq(lf_context_set_cache_dir(ctx, own), LF_OK);
+    cl_kernel k = NULL;
+    lf_status st = lf__kernel(ctx, "softmax.cl", "-DWG=8", "softmax_rows", &k);
+    cr_assert_eq(st, LF_OK, "%s: %s", lf_status_string(st), lf_context_last_error(ctx));
+    cr_expect_eq(ctx->cache_misses, 1);
+    cr_expect_eq(entries(NULL, 0), 0, "the environment's folder was written");
+    DIR *d = opendir(own);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));) n += e->d_name[0] != '.';
+    if (d) closedir(d);
+    cr_expect_eq(n, 1, "the context's folder holds %d entries", n);
+    cr_expect_eq(lf_context_set_cache_dir(ctx, ""), LF_ERR_ARGUMENT);
+    cr_expect(strstr(lf_context_last_error(ctx), "cache_dir"), "%s", lf_context_last_error(ctx));
+    cr_expect_eq(lf_context_set_cache_dir(ctx, NULL), LF_OK);
+    lf_context_free(ctx);
+
+    ctx = lf_test_context();
+    cr_assert_eq(lf_context_set_cache_dir(ctx, "off"), LF_OK);
+    st = lf__kernel(ctx, "softmax.cl", "-DWG=16", "softmax_rows", &k);
+    cr_assert_eq(st, LF_OK, "%s: %s", lf_status_string(st), lf_context_last_error(ctx));
+    cr_expect_eq(ctx->cache_misses + ctx->cache_hits, 0, "a kernel was looked up with the cache off");
+    lf_context_free(ctx);
+    cr_expect_eq(lf_context_set_cache_dir(NULL, own), LF_ERR_ARGUMENT);
+}
