@@ -3,6 +3,13 @@
     import linformer_cl
     model = linformer_cl.load("model.safetensors", device="pocl")
     y = model(x)                       # x float32 [batch, n, d_model] -> y
+
+devices() lists what device= takes; from_torch() builds a model from
+lucidrains' modules or a fairseq state dict; linformer_cl.torch.Module wraps
+a model as an nn.Module. The package speaks through the logger
+"linformer_cl" (kernels about to compile, a driver that gave no platform).
+`python -m linformer_cl.check` says what this Python sees of torch,
+safetensors, linformer and the OpenCL devices.
 """
 from ._context import Device, host_blas_library
 from ._native import host_blas
