@@ -7,7 +7,8 @@
 # (the modules the examples build from; without its dependencies, so torch
 # stays Debian's). Debian's Python is named by its path, /usr/bin/python3:
 # the first `python3` on PATH may be another one (pyenv, conda) that cannot
-# see Debian's packages. Safe to run again: it reinstalls the package.
+# see Debian's packages. Then `python -m linformer_cl.check` says what the
+# environment sees. Safe to run again: it reinstalls the package.
 set -eu
 [ $# -ge 1 ] || { echo "usage: scripts/python-env.sh DIR [EXTRA...]" >&2; exit 2; }
 dir=$1
@@ -24,4 +25,6 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 pip="$dir/bin/python -m pip install -q --disable-pip-version-check"
 $pip "$root${extras:+[$extras]}" "safetensors==$SAFETENSORS_VERSION" >&2
 $pip --no-deps "linformer==$LINFORMER_VERSION" >&2
+# what the environment sees (torch, safetensors, linformer, the OpenCL devices), failing where one is missing
+"$dir/bin/python" -m linformer_cl.check --need torch safetensors linformer >&2
 echo "python-env: $dir holds linformer_cl${extras:+ with [$extras]}; run $dir/bin/python" >&2
