@@ -7,10 +7,12 @@ requests of random lengths. Every answer is compared, bit for bit, with a
 direct forward of the same input on the device that answered. With --bad,
 one more client sends each kind of bad request while the others go on and
 expects an error naming the problem; clients that hang up mid-request are
-mixed in. At the end a SIGTERM must stop the server once the requests in
-flight are answered. Prints requests/s, p50 and p99 latency and the batch
-sizes Triton formed; exits 1 on any mismatch, failed good request or
-unanswered bad one. Every loop is bounded in count and time.
+mixed in. With --hostile, another sends requests that lie about their
+shapes and bytes, overflow, lack the access token, or are left half-sent
+(serve_hostile.py), each of which must be refused. At the end a SIGTERM
+must stop the server once the requests in flight are answered. Prints
+requests/s, p50 and p99 latency and the batch sizes Triton formed; exits 1
+on any mismatch, failed good request or unanswered bad one. Every loop is bounded in count and time.
 
 With --grpc-only the server runs with --no-http: every client speaks gRPC,
 the HTTP port must refuse connections, and SIGTERM must end the server with
@@ -37,6 +39,7 @@ import linformer_cl  # noqa: E402  (after LINFORMER_GEMM: a context reads it onc
 import tritonclient.grpc as grpc  # noqa: E402
 import tritonclient.http as http  # noqa: E402
 from tritonclient.utils import InferenceServerException  # noqa: E402
+from serve_hostile import HostileClient  # noqa: E402
 
 HOST = "127.0.0.1"
 
@@ -344,6 +347,8 @@ def parse_args():
     p.add_argument("--seconds", type=float, default=300, help="the load stops sending after this")
     p.add_argument("--exit-timeout-s", type=int, default=120, help="the server's: how long SIGTERM waits")
     p.add_argument("--bad", type=int, default=0, metavar="ROUNDS", help="rounds of every bad request")
+    p.add_argument("--hostile", type=int, default=0, metavar="ROUNDS",
+                   help="rounds of every hostile request (serve_hostile.py): lies, overflows, tokens, connections")
     p.add_argument("--grpc-only", action="store_true", help="serve and send over gRPC alone (the server's --no-http)")
     p.add_argument("--log", default="serve_load.log", help="the server's output")
     return p.parse_args()
@@ -407,7 +412,8 @@ def main():
             info = model.info
         load = Load(server, info, args)
         bad = BadClient(server, info, args.bad)
-        elapsed = load.run([bad.run] if args.bad else [])
+        hostile = HostileClient(server, info, args.hostile, args.max_batch)
+        elapsed = load.run(([bad.run] if args.bad else []) + ([hostile.run] if args.hostile else []))
         mixed = mixed_batch(server, info)
         sizes = batch_sizes(server)
         answered, sigterm_s, status = sigterm_while_busy(server, info, args.exit_timeout_s)
@@ -417,12 +423,17 @@ def main():
     report(load, elapsed, sizes, len(load.answers) - wrong, per_device)
     for line in bad.wrong:
         print(f"serve_load: bad request: {line}")
+    for line in hostile.wrong:
+        print(f"serve_load: hostile request not refused: {line}")
+    if args.hostile:
+        print(f"serve_load: {hostile.refused} hostile requests refused with the server serving on")
     print(f"serve_load: {bad.answered} bad requests answered with an error naming the problem; "
           f"a bad request in one batch with three good ones: {'400 and 200s' if mixed else 'FAILED'}; "
           f"SIGTERM: {answered} of 4 requests taken before it answered in {sigterm_s:.1f} s, "
           f"server exit status {status}")
-    passed = len(load.answers) - wrong + bad.answered + mixed + answered
-    failed = wrong + len(load.failures) + len(bad.wrong) + (not mixed) + (4 - answered) + (status != 0)
+    passed = len(load.answers) - wrong + bad.answered + hostile.refused + mixed + answered
+    failed = wrong + len(load.failures) + len(bad.wrong) + len(hostile.wrong) + (not mixed) + (4 - answered)
+    failed += status != 0
     failed += args.clients * args.requests - len(load.answers) - len(load.failures)  # never sent: deadline
     print(f"serve_load: {passed} passed, {failed} failed")
     return 1 if failed else 0
