@@ -42,12 +42,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The library's API needs only OpenCL 1.2: that is the target unless the
- * application chose one before including this header (define
- * CL_TARGET_OPENCL_VERSION first to use newer OpenCL calls), so the OpenCL
- * headers need not guess and say so at every include. */
+/* An application that chose no OpenCL target gets the OpenCL headers' own
+ * default, 300 (every declaration they hold), set here so that they need not
+ * say so at every include; one chosen before this header is kept. The API
+ * needs only OpenCL 1.2 types, so it never narrows what the includer sees. */
 #ifndef CL_TARGET_OPENCL_VERSION
-#define CL_TARGET_OPENCL_VERSION 120
+#define CL_TARGET_OPENCL_VERSION 300
 #endif
 #if defined(__APPLE__) || defined(__MACOSX)
 #include <OpenCL/opencl.h>

@@ -16,8 +16,10 @@
  * (checked as the search checks its own) or that CLBlast refuses is ignored;
  * the first two count as a bad cache entry.
  */
+#define _GNU_SOURCE /* asprintf */
 #include "blas.h" /* first: it fixes the OpenCL version the headers target */
 #include "kernel_cache.h"
+#include "tune_space.h"
 
 #include <clblast_c.h>
 #include <math.h>
@@ -27,96 +29,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LF_TUNE_MAX_PARAMS 16
-
-typedef struct {
-    const char *kernel;
-    int count;
-    const char *names[LF_TUNE_MAX_PARAMS];      /* CLBlast's database order */
-    size_t choices[LF_TUNE_MAX_PARAMS][6];      /* values searched, 0-terminated */
-} lf_space;
-
-enum { K_XGEMM, K_DIRECT, K_ROUTINE, K_COUNT };
-
-/* CLBlast's extended tuning sets, with 4-wide work-groups added for CPUs. */
-static const lf_space spaces[K_COUNT] = {
-    {"Xgemm", 16,
-     {"GEMMK", "KREG", "KWG", "KWI", "MDIMA", "MDIMC", "MWG", "NDIMB", "NDIMC", "NWG", "SA", "SB", "STRM", "STRN",
-      "VWM", "VWN"},
-     {{0}, {1}, {16, 32}, {2}, {4, 8, 16, 32}, {4, 8, 16, 32}, {16, 32, 64, 128}, {4, 8, 16, 32}, {4, 8, 16, 32},
-      {16, 32, 64, 128}, {0, 1}, {0, 1}, {0, 1}, {0, 1}, {1, 2, 4, 8}, {1, 2, 4, 8}}},
-    {"XgemmDirect", 10,
-     {"KWID", "MDIMAD", "MDIMCD", "NDIMBD", "NDIMCD", "PADA", "PADB", "VWMD", "VWND", "WGD"},
-     {{2, 8, 16}, {4, 8, 16, 32}, {4, 8, 16, 32}, {4, 8, 16, 32}, {4, 8, 16, 32}, {0, 1}, {0, 1}, {1, 2, 4, 8},
-      {1, 2, 4, 8}, {8, 16, 32, 64}}},
-    {"GemmRoutine", 1, {"XGEMM_MIN_INDIRECT_SIZE"}, {{0}}},
-};
-
+/* The sets of a stored entry, by kernel. */
 typedef struct {
     bool have[K_COUNT];
     size_t v[K_COUNT][LF_TUNE_MAX_PARAMS];
 } lf_tuned;
 
-/* XGEMM_MIN_INDIRECT_SIZE's extremes: m n k below its cube goes direct. */
-#define LF_NEVER_DIRECT 0
-#define LF_ALWAYS_DIRECT 65536 /* its cube is past any m n k here */
-
-static bool multiple(size_t x, size_t of) { return of != 0 && x % of == 0; }
-
-/* CLBlast's tuner constraints, plus what the device allows. */
-static bool xgemm_valid(const size_t *v, const lf_device_info *d)
-{
-    const size_t KWG = v[2], KWI = v[3], MDIMA = v[4], MDIMC = v[5], MWG = v[6], NDIMB = v[7], NDIMC = v[8],
-                 NWG = v[9], SA = v[10], SB = v[11], VWM = v[14], VWN = v[15];
-    const size_t local = (SA * KWG * MWG + SB * KWG * NWG) * sizeof(float);
-    return multiple(KWG, KWI) && multiple(MWG, MDIMC * VWM) && multiple(NWG, NDIMC * VWN) &&
-           multiple(MWG, MDIMA * VWM) && multiple(NWG, NDIMB * VWN) && multiple(KWG, MDIMC * NDIMC / MDIMA) &&
-           multiple(KWG, MDIMC * NDIMC / NDIMB) && MDIMC * NDIMC <= d->max_work_group_size &&
-           local <= d->local_mem_bytes;
-}
-
-static bool direct_valid(const size_t *v, const lf_device_info *d)
-{
-    const size_t KWID = v[0], MDIMAD = v[1], MDIMCD = v[2], NDIMBD = v[3], NDIMCD = v[4], PADA = v[5],
-                 PADB = v[6], VWMD = v[7], VWND = v[8], WGD = v[9];
-    const size_t local = (WGD * (WGD + PADA) + WGD * (WGD + PADB)) * sizeof(float);
-    return multiple(WGD, KWID) && multiple(WGD, MDIMCD * VWMD) && multiple(WGD, NDIMCD * VWND) &&
-           multiple(WGD, MDIMAD * VWMD) && multiple(WGD, NDIMBD * VWND) &&
-           multiple(WGD, MDIMCD * NDIMCD / MDIMAD) && multiple(WGD, MDIMCD * NDIMCD / NDIMBD) &&
-           MDIMCD * NDIMCD <= d->max_work_group_size && local <= d->local_mem_bytes;
-}
-
-/* A stored set as the search would make one: every value among its choices
- * (which keeps the products above from overflowing), the set valid here. */
-static bool stored_valid(int kernel, const size_t *v, const lf_device_info *d)
-{
-    if (kernel == K_ROUTINE) return v[0] <= LF_ALWAYS_DIRECT;
-    const lf_space *s = &spaces[kernel];
-    for (int i = 0; i < s->count; i++) {
-        bool among = false;
-        for (int n = 0; n < 6 && (s->choices[i][n] || n == 0); n++) among |= s->choices[i][n] == v[i];
-        if (!among) return false;
-    }
-    return kernel == K_XGEMM ? xgemm_valid(v, d) : direct_valid(v, d);
-}
-
-static bool random_set(int kernel, const lf_device_info *d, uint64_t *rng, size_t *v)
-{
-    const lf_space *s = &spaces[kernel];
-    for (int attempt = 0; attempt < 10000; attempt++) {
-        for (int i = 0; i < s->count; i++) {
-            int n = 0;
-            while (n < 6 && (s->choices[i][n] || n == 0)) n++;
-            v[i] = s->choices[i][lf__rand_next(rng) % (uint64_t)n];
-        }
-        if (kernel == K_XGEMM ? xgemm_valid(v, d) : direct_valid(v, d)) return true;
-    }
-    return false;
-}
-
 static lf_status apply(lf_context *ctx, int kernel, const size_t *values)
 {
-    const lf_space *s = &spaces[kernel];
+    const lf_space *s = &lf__tune_spaces[kernel];
     lf__clblast_lock();
     CLBlastStatusCode st = CLBlastOverrideParameters(ctx->device, s->kernel, CLBlastPrecisionSingle,
                                                      (size_t)s->count, (const char **)s->names, values);
@@ -130,14 +51,10 @@ static lf_status apply(lf_context *ctx, int kernel, const size_t *values)
 
 static char *entry_key(const lf_context *ctx)
 {
-    const char *fmt = "gemm-tune 1|CLBlast %d.%d.%d|%s|%s|%s";
-    int n = snprintf(NULL, 0, fmt, CLBLAST_VERSION_MAJOR, CLBLAST_VERSION_MINOR, CLBLAST_VERSION_PATCH,
-                     ctx->info.platform_version, ctx->info.device_name, ctx->info.driver_version);
-    char *key = malloc((size_t)n + 1);
-    if (key)
-        snprintf(key, (size_t)n + 1, fmt, CLBLAST_VERSION_MAJOR, CLBLAST_VERSION_MINOR, CLBLAST_VERSION_PATCH,
-                 ctx->info.platform_version, ctx->info.device_name, ctx->info.driver_version);
-    return key;
+    char *key;
+    return asprintf(&key, "gemm-tune 1|CLBlast %d.%d.%d|%s|%s|%s", CLBLAST_VERSION_MAJOR, CLBLAST_VERSION_MINOR,
+                    CLBLAST_VERSION_PATCH, ctx->info.platform_version, ctx->info.device_name,
+                    ctx->info.driver_version) < 0 ? NULL : key;
 }
 
 /* Where the entry of this device lives; false when the cache is off. */
@@ -156,19 +73,20 @@ static bool parse_line(const char *line, const lf_device_info *d, lf_tuned *t)
     int used = 0;
     if (sscanf(line, "%31s%n", kernel, &used) != 1) return false;
     int k = 0;
-    while (k < K_COUNT && strcmp(kernel, spaces[k].kernel) != 0) k++;
+    while (k < K_COUNT && strcmp(kernel, lf__tune_spaces[k].kernel) != 0) k++;
     if (k == K_COUNT) return false;
     line += used;
-    for (int i = 0; i < spaces[k].count; i++) {
+    for (int i = 0; i < lf__tune_spaces[k].count; i++) {
         char name[32];
         unsigned long long value;
-        if (sscanf(line, " %31[A-Z_]=%llu%n", name, &value, &used) != 2 || strcmp(name, spaces[k].names[i]) != 0)
+        if (sscanf(line, " %31[A-Z_]=%llu%n", name, &value, &used) != 2 ||
+            strcmp(name, lf__tune_spaces[k].names[i]) != 0)
             return false;
         t->v[k][i] = (size_t)value;
         line += used;
     }
     t->have[k] = true;
-    return stored_valid(k, t->v[k], d);
+    return lf__tune_stored_valid(k, t->v[k], d);
 }
 
 /* Text -> values; false (and nothing kept) when any line does not parse or is invalid on d. */
@@ -188,9 +106,9 @@ static void format_entry(const lf_tuned *t, char *out, size_t size)
     size_t used = 0;
     for (int k = 0; k < K_COUNT && used < size; k++) {
         if (!t->have[k]) continue;
-        used += (size_t)snprintf(out + used, size - used, "%s", spaces[k].kernel);
-        for (int i = 0; i < spaces[k].count && used < size; i++)
-            used += (size_t)snprintf(out + used, size - used, " %s=%zu", spaces[k].names[i], t->v[k][i]);
+        used += (size_t)snprintf(out + used, size - used, "%s", lf__tune_spaces[k].kernel);
+        for (int i = 0; i < lf__tune_spaces[k].count && used < size; i++)
+            used += (size_t)snprintf(out + used, size - used, " %s=%zu", lf__tune_spaces[k].names[i], t->v[k][i]);
         if (used < size) used += (size_t)snprintf(out + used, size - used, "\n");
     }
 }
@@ -317,14 +235,14 @@ static double try_set(lf_tuner *t, const size_t (*shapes)[3], int nshapes, doubl
  * best in `best` when one beats the parameters in force at the start. */
 static bool search(lf_tuner *t, int kernel, double until, const size_t (*shapes)[3], int nshapes, size_t *best)
 {
-    const char *name = spaces[kernel].kernel;
+    const char *name = lf__tune_spaces[kernel].kernel;
     const double began = now_s(), before = cost(t->ctx, shapes, nshapes, 1e300, true);
     double best_ms = before;
     say(t, "%s: %.1f ms with the parameters in force", name, before);
     say_overrun(t, name, "with the parameters in force", began);
     size_t v[LF_TUNE_MAX_PARAMS];
     bool found = false;
-    for (int tried = 1; now_s() < until && random_set(kernel, &t->ctx->info, &t->rng, v); tried++) {
+    for (int tried = 1; now_s() < until && lf__tune_random_set(kernel, &t->ctx->info, &t->rng, v); tried++) {
         if (apply(t->ctx, kernel, v) != LF_OK) continue;
         const double ms = try_set(t, shapes, nshapes, 2 * best_ms, until); /* a slow set stops early */
         if (ms < 0) {

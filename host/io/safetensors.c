@@ -1,5 +1,5 @@
 /*
- * safetensors.c - reads safetensors files (the program's tools/toolkit/st_write.c writes them).
+ * safetensors.c - reads safetensors files (the program's toolkit/st_write.c writes them).
  *
  * The reader is fed untrusted files: every header field is checked before a
  * byte of data is used, and data is decoded byte by byte, little-endian, so

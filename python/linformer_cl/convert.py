@@ -139,7 +139,7 @@ def metadata(args, config, state):
 
 def _target(path):
     """What writing `path` replaces, and its stat (None for a new file), as the linformer program decides
-    (tools/toolkit/output_file.c): a symlink's target, never the link; a regular file only where it may be
+    (toolkit/output_file.c): a symlink's target, never the link; a regular file only where it may be
     written. What is not a regular file (a FIFO, a device, a folder) is refused: simpler than writing into it
     in place as the program does, and a safetensors file is no stream for one."""
     target = os.path.realpath(path) if os.path.islink(path) else path

@@ -30,6 +30,14 @@ build_quietly "$root/tests/consumer/main.c" "$work/with-pkg-config"
 "$work/with-pkg-config"
 build_quietly "$work/docs_example.c" "$work/docs-example"
 "$work/docs-example"
+# linformer.h keeps the OpenCL headers' own default target: OpenCL 2.0+
+# calls stay declared for an application that includes it first.
+PKG_CONFIG_PATH="$libdir/pkgconfig" cc -std=c11 -Werror -Wall -c "$root/tests/consumer/newer_opencl.c" -o "$work/newer_opencl.o" \
+    $(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags linformer) 2>"$work/cc.log" || {
+    echo "consumer: linformer.h hid OpenCL 2.0+ declarations from an application including it first:" >&2
+    cat "$work/cc.log" >&2
+    exit 1
+}
 
 cmake -S "$root/tests/consumer" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
 cmake --build "$work/build" >/dev/null
