@@ -1,0 +1,194 @@
+"""The package under processes and signals: fork, multiprocessing's three start methods, SIGINT during a forward,
+a thread's forward while the interpreter exits, models left open at exit.
+
+Each case runs a script of its own in a fresh interpreter with a time limit, so that a hang fails the test (and
+this process, which has started OpenCL, forks nothing). A script prints what it saw; the test reads it.
+"""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from conftest import DATA
+
+LAYER = os.path.join(DATA, "pytorch", "plain.model.safetensors")  # d_model 32, max_seq_len 48
+SECONDS = 120
+
+PRELUDE = f"""
+import os, sys
+import numpy as np
+import linformer_cl
+LAYER = {LAYER!r}
+DEVICE = sys.argv[1]
+x = np.random.default_rng(7).standard_normal((2, 40, 32)).astype(np.float32)
+"""
+
+
+def run(tmp_path, device, body, timeout=SECONDS):
+    """Runs PRELUDE + body as a script file (multiprocessing's spawn re-imports it) on `device`; its stdout lines."""
+    script = tmp_path / "case.py"
+    script.write_text(PRELUDE + textwrap.dedent(body))
+    done = subprocess.run([sys.executable, str(script), device], capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
+    return done.stdout.split("\n")
+
+
+def test_a_forked_child_refuses_the_parents_model_and_a_new_one_at_once_and_the_parent_goes_on(tmp_path, device):
+    out = run(tmp_path, device, """
+        m = linformer_cl.load(LAYER, device=DEVICE)
+        before = m(x)
+        pid = os.fork()
+        if pid == 0:
+            for what, call in (("inherited", lambda: m(x)), ("new", lambda: linformer_cl.load(LAYER, device=DEVICE)),
+                               ("profile", lambda: m.last_profile)):
+                try:
+                    call()
+                    print(what, "ran")
+                except linformer_cl.StateError as e:
+                    print(what, "refused:", e)
+            m.close()
+            print("closed")
+            sys.stdout.flush()
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        print("child status", status)
+        print("parent same", np.array_equal(m(x), before))
+    """)
+    refusals = [line for line in out if " refused: " in line]
+    assert [line.split()[0] for line in refusals] == ["inherited", "new", "profile"], out
+    for line in refusals:
+        assert "fork()" in line and "'spawn'" in line and "'forkserver'" in line, line
+    assert "closed" in out and "child status 0" in out and "parent same True" in out, out
+
+
+def test_a_forked_child_is_refused_even_while_a_forward_held_the_model_at_the_fork(tmp_path, device):
+    # A forward on another thread holds the model's lock while it runs; forked then, the child's copy of the lock
+    # stays held for good. The script holds it itself, which is what such a thread does at the fork.
+    out = run(tmp_path, device, """
+        m = linformer_cl.load(LAYER, device=DEVICE)
+        m(x)
+        with m._lock:
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    m(x)
+                    print("ran")
+                except linformer_cl.StateError as e:
+                    print("refused:", e)
+                m.close()
+                sys.stdout.flush()
+                os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        print("child status", status)
+    """)
+    assert any(line.startswith("refused:") and "fork()" in line for line in out), out
+    assert "child status 0" in out, out
+
+
+MP_BODY = """
+    import multiprocessing as mp
+
+    def inherited(q):
+        try:
+            q.put(("ran", float(MODEL(x).sum())))
+        except linformer_cl.StateError as e:
+            q.put(("refused", str(e)))
+
+    def fresh(q):
+        try:
+            with linformer_cl.load(LAYER, device=DEVICE) as m:
+                q.put(("ran", float(m(x).sum())))
+        except linformer_cl.Error as e:
+            q.put(("refused", str(e)))
+
+    if __name__ == "__main__":
+        method = sys.argv[2]
+        MODEL = linformer_cl.load(LAYER, device=DEVICE)
+        want = float(MODEL(x).sum())
+        ctx = mp.get_context(method)
+        for target in ([inherited, fresh] if method == "fork" else [fresh]):
+            q = ctx.Queue()
+            p = ctx.Process(target=target, args=(q,))
+            p.start()
+            kind, value = q.get(timeout=100)
+            p.join(100)
+            print(target.__name__, kind, value if kind == "refused" else value == want, "exit", p.exitcode)
+"""
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+def test_multiprocessing_fork_is_refused_at_once_and_spawn_and_forkserver_run(tmp_path, device, method):
+    script = tmp_path / "case.py"
+    script.write_text(PRELUDE + textwrap.dedent(MP_BODY))
+    done = subprocess.run([sys.executable, str(script), device, method], capture_output=True, text=True,
+                          timeout=SECONDS)
+    assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
+    out = done.stdout.split("\n")
+    if method == "fork":
+        for name in ("inherited", "fresh"):
+            line = next((line for line in out if line.startswith(name + " ")), "")
+            assert line.startswith(name + " refused ") and "fork()" in line and "exit 0" in line, out
+    else:
+        assert "fresh ran True exit 0" in out, out
+
+
+def test_sigint_during_a_forward_raises_after_it_and_the_model_still_answers(tmp_path, device):
+    script = tmp_path / "case.py"
+    script.write_text(PRELUDE + textwrap.dedent("""
+        m = linformer_cl.load(LAYER, device=DEVICE)
+        big = np.random.default_rng(8).standard_normal((64, 48, 32)).astype(np.float32)
+        want = m(big)
+        print("ready", flush=True)
+        try:
+            while True:
+                m(big)
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+        print("same", np.array_equal(m(big), want), flush=True)
+    """))
+    p = subprocess.Popen([sys.executable, str(script), device], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        time.sleep(0.5)  # in the loop of forwards
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=SECONDS)
+    finally:
+        p.kill()
+    assert p.returncode == 0, f"exit {p.returncode}\n{out}\n{err}"
+    assert out.split("\n")[:2] == ["interrupted", "same True"], out
+
+
+def test_a_thread_in_a_forward_while_the_interpreter_exits_ends_cleanly(tmp_path, device):
+    out = run(tmp_path, device, """
+        import threading
+        m = linformer_cl.load(LAYER, device=DEVICE)
+        big = np.random.default_rng(8).standard_normal((64, 48, 32)).astype(np.float32)
+        started = threading.Event()
+
+        def loop():
+            started.set()
+            while True:
+                m(big)
+
+        threading.Thread(target=loop, daemon=True).start()
+        started.wait()
+        print("exiting", flush=True)
+    """)
+    assert "exiting" in out, out
+
+
+def test_models_left_open_at_exit_end_cleanly(tmp_path, device):
+    out = run(tmp_path, device, """
+        models = [linformer_cl.load(LAYER, device=d) for d in (DEVICE, DEVICE)]
+        for m in models:
+            m(x)
+        held = models[0]  # a cycle keeps this one until the interpreter's last collection
+        held.me = held
+        print("exiting", flush=True)
+    """)
+    assert "exiting" in out, out
