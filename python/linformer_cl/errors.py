@@ -29,7 +29,7 @@ UnsupportedError = _status_class("UnsupportedError", "LF_ERR_UNSUPPORTED",
                                  "Valid, but not supported by this build or device.")
 
 # What the library's refusals in a forked child (messages naming fork()) add for Python.
-FORK_WAY_OUT = (" In Python: start the processes that use the library with multiprocessing's 'spawn' or "
+FORK_WAY_OUT = ("; in Python, start the processes that use the library with multiprocessing's 'spawn' or "
                 "'forkserver' method (multiprocessing.get_context('spawn')), each loading its own model, or fork "
                 "them before the parent first lists devices or loads a model.")
 

@@ -1,8 +1,10 @@
 """Model: one attention layer or a stack of layers on a device, called on numpy arrays or torch tensors."""
+import atexit
 import contextlib
 import ctypes
 import os
 import threading
+import weakref
 from collections import namedtuple
 from dataclasses import dataclass
 
@@ -34,6 +36,20 @@ class ModelInfo:
 LAYER = dict(free=n.lib.lf_attention_free, profile=n.lib.lf_attention_last_profile,
              device_bytes=n.lib.lf_attention_device_bytes)
 STACK = dict(free=n.lib.lf_model_free, profile=n.lib.lf_model_last_profile, device_bytes=n.lib.lf_model_device_bytes)
+
+
+# Models open now. At exit the interpreter stops its daemon threads wherever they are, and the OpenCL runtimes
+# tear down under them: Intel's aborts ("Pure virtual function called!") when a forward is still running. The exit
+# first waits for each open model's call in flight and then keeps the model held, so that no thread is inside the
+# library from then on (a thread calling in again waits for good, as daemon threads do at exit).
+OPEN = weakref.WeakSet()
+
+
+@atexit.register
+def _hold_open_models():
+    for model in list(OPEN):
+        if model._pid == os.getpid():  # a forked child's copy of a lock may be held by a thread it lacks
+            model._lock.acquire()
 
 
 def is_torch(x):
@@ -114,8 +130,11 @@ class Model:
         self._ctx, self._handle, self.info = context, handle, info
         self._fns = LAYER if is_layer else STACK
         self._is_layer = is_layer
-        self._lock = threading.Lock()  # close() waits for a forward in flight
+        self._lock = threading.RLock()  # close() waits for a forward in flight on another thread
+        self._depth = 0  # calls in progress on the thread that holds the lock (see _guard)
+        self._close_pending = False
         self._pid = os.getpid()
+        OPEN.add(self)
 
     @property
     def device(self) -> str:
@@ -128,10 +147,31 @@ class Model:
         device's buffers (LINFORMER_GEMM and LINFORMER_HOST_BLAS choose)."""
         return self._ctx.gemms
 
+    @contextlib.contextmanager
     def _guard(self):
-        """The model's lock, or none in a process forked from the one that made the model: a forward in flight
-        there at the fork holds it for good, and the library refuses the call at once (StateError)."""
-        return self._lock if self._pid == os.getpid() else contextlib.nullcontext()
+        """Holds the model for one call. The lock is re-entrant: a signal handler runs between two steps of the
+        main thread, maybe inside a call, never inside the library, so a forward it makes runs then, and a close()
+        it makes waits for the end of the call it interrupted. In a process forked from the one that made the
+        model nothing is held: a forward in flight there at the fork holds the lock for good, and the library
+        refuses the call at once (StateError)."""
+        if self._pid != os.getpid():
+            yield
+            return
+        with self._lock:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+                if self._close_pending and not self._depth:
+                    self._free()
+
+    def _free(self):
+        self._close_pending = False
+        if self._handle:
+            self._fns["free"](self._handle)
+            self._handle = None
+            self._ctx.close()
 
     def _live(self):
         if not self._handle:
@@ -204,10 +244,10 @@ class Model:
         """Frees the model and its context; calling it again does nothing. In a forked child it frees nothing
         (the library leaves the parent's objects alone there) and drops the handle."""
         with self._guard():
-            if self._handle:
-                self._fns["free"](self._handle)
-                self._handle = None
-                self._ctx.close()
+            if self._depth > 1:  # called in by a signal handler during another call of this thread
+                self._close_pending = True
+            else:
+                self._free()
 
     def __enter__(self):
         return self
