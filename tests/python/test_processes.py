@@ -239,3 +239,49 @@ def test_a_signal_handler_may_run_a_forward_or_close_the_model_during_a_forward(
     """)
     assert "handler forwards True" in out, out
     assert any(line.startswith("closed ") and "on closed>" in line for line in out), out
+
+
+def test_a_child_forked_before_opencl_started_runs_its_own_model_and_refuses_it_to_its_own_children(tmp_path, device):
+    # As a pre-fork server whose workers each load their model: importing the package starts no OpenCL.
+    out = run(tmp_path, device, """
+        pid = os.fork()
+        if pid == 0:
+            m = linformer_cl.load(LAYER, device=DEVICE)
+            np.save(sys.argv[0] + ".npy", m(x))
+            grandchild = os.fork()
+            if grandchild == 0:
+                try:
+                    m(x)
+                    print("grandchild ran")
+                except linformer_cl.StateError as e:
+                    print("grandchild refused", "fork()" in str(e))
+                sys.stdout.flush()
+                os._exit(0)
+            os.waitpid(grandchild, 0)
+            sys.stdout.flush()
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        print("child status", status)
+        print("same", np.array_equal(np.load(sys.argv[0] + ".npy"), linformer_cl.load(LAYER, device=DEVICE)(x)))
+    """)
+    assert "grandchild refused True" in out and "child status 0" in out and "same True" in out, out
+
+
+def test_a_process_pool_forked_from_a_process_with_a_model_returns_the_refusal(tmp_path, device):
+    out = run(tmp_path, device, """
+        import concurrent.futures
+        import multiprocessing as mp
+
+        def work():
+            return float(MODEL(x).sum())
+
+        if __name__ == "__main__":
+            MODEL = linformer_cl.load(LAYER, device=DEVICE)
+            with concurrent.futures.ProcessPoolExecutor(1, mp_context=mp.get_context("fork")) as pool:
+                try:
+                    pool.submit(work).result(timeout=100)
+                    print("ran")
+                except linformer_cl.StateError as e:
+                    print("refused", "fork()" in str(e))
+    """)
+    assert "refused True" in out, out
