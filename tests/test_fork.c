@@ -5,7 +5,8 @@
  *     lock was held at the fork (a forward in flight on another thread); the
  *     frees do nothing; the parent goes on, with the same bits as before.
  *   - A child of a process that had started OpenCL opens no context, on a
- *     device or around the parent's queue, and still lists the devices.
+ *     device (the kept OpenCL context of a freed one included) or around the
+ *     parent's queue, and still lists the devices.
  *   - A child of a process that had not started OpenCL runs a forward of its
  *     own, with the bits its parent then gets.
  * Each child has CHILD_SECONDS before SIGALRM ends it: a hang fails the test.
@@ -149,6 +150,7 @@ static int open_in_child(void *arg)
 Test(fork, a_child_of_a_process_that_started_opencl_opens_no_context)
 {
     lf_context *ctx = lf_test_context();
+    lf_context_free(lf_test_context()); /* its OpenCL context is kept for the next: the child must not take it */
     const int bad = in_child(open_in_child, ctx);
     cr_expect_eq(bad, 0, "the child's check %d failed (see its stderr)", bad);
     lf_context_free(ctx);
