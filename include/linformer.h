@@ -15,7 +15,8 @@
  *   - Shapes are row-major and written next to each function.
  *   - The library never aborts or exits. Its one process-wide state is the
  *     OpenCL contexts of freed contexts, kept for the next context on their
- *     device (see lf_context_free), beside what it knows of fork() (below).
+ *     device (see lf_context_free), beside what it knows of fork() and
+ *     exit() (below).
  *
  * Threads
  *   - Different contexts are independent: use one per thread freely.
@@ -55,6 +56,11 @@
  *   - The way out: create the contexts in a process started afresh (fork()
  *     then exec(), posix_spawn), or fork the workers before the library is
  *     first used.
+ *   - exit() while other threads are in calls (a forward on a thread never
+ *     joined) tears the OpenCL runtimes down under them, which crashed PoCL
+ *     and aborted Intel's runtime: the library's atexit handler, registered at
+ *     the first call on a context, waits up to 10 s for the calls in
+ *     progress, and calls that begin after it fail with LF_ERR_STATE.
  */
 #ifndef LINFORMER_H
 #define LINFORMER_H

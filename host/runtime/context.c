@@ -201,11 +201,16 @@ bool lf__context_inherited(const lf_context *ctx) { return ctx->forks != lf__for
 lf_status lf__context_lock(lf_context *ctx)
 {
     LF_TRY(lf__fork_check(ctx));
+    LF_TRY(lf__exit_enter(ctx));
     pthread_mutex_lock(&ctx->lock);
     return LF_OK;
 }
 
-void lf__context_unlock(lf_context *ctx) { pthread_mutex_unlock(&ctx->lock); }
+void lf__context_unlock(lf_context *ctx)
+{
+    pthread_mutex_unlock(&ctx->lock);
+    lf__exit_leave();
+}
 
 void lf__context_release(lf_context *ctx)
 {

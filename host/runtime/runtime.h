@@ -75,7 +75,8 @@ void lf__context_retain(lf_context *ctx);
 void lf__context_release(lf_context *ctx); /* frees it with the last reference */
 /* Takes the context's lock for a call on it or its objects: LF_ERR_STATE,
  * unlocked, when ctx is a parent's that this process inherited through fork()
- * (lf__fork_check); its lock may be held by a thread the child does not have. */
+ * (lf__fork_check; its lock may be held by a thread the child does not have)
+ * or when the process is exiting (lf__exit_enter). */
 lf_status lf__context_lock(lf_context *ctx);
 void lf__context_unlock(lf_context *ctx);
 /* Whether ctx is a parent's, inherited through fork(): its objects' frees
@@ -107,6 +108,13 @@ lf_status lf__fork_check_new(char *errbuf, size_t errbuf_size);
 /* LF_ERR_STATE, the message on ctx, when ctx was created before the fork()
  * that made this process. */
 lf_status lf__fork_check(lf_context *ctx);
+
+/* ---- exit() (exit.c) ---- */
+/* A call on a context begins: counted, so that exit() waits for it (at
+ * most 10 s) before the OpenCL runtimes are torn down; LF_ERR_STATE, not
+ * counted, once exit() has begun. lf__exit_leave ends it. */
+lf_status lf__exit_enter(lf_context *ctx);
+void lf__exit_leave(void);
 
 /* ---- Devices (device.c) ---- */
 /* Fills info from an OpenCL device; indices are set by the caller. */

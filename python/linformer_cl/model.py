@@ -1,10 +1,8 @@
 """Model: one attention layer or a stack of layers on a device, called on numpy arrays or torch tensors."""
-import atexit
 import contextlib
 import ctypes
 import os
 import threading
-import weakref
 from collections import namedtuple
 from dataclasses import dataclass
 
@@ -36,20 +34,6 @@ class ModelInfo:
 LAYER = dict(free=n.lib.lf_attention_free, profile=n.lib.lf_attention_last_profile,
              device_bytes=n.lib.lf_attention_device_bytes)
 STACK = dict(free=n.lib.lf_model_free, profile=n.lib.lf_model_last_profile, device_bytes=n.lib.lf_model_device_bytes)
-
-
-# Models open now. At exit the interpreter stops its daemon threads wherever they are, and the OpenCL runtimes
-# tear down under them: Intel's aborts ("Pure virtual function called!") when a forward is still running. The exit
-# first waits for each open model's call in flight and then keeps the model held, so that no thread is inside the
-# library from then on (a thread calling in again waits for good, as daemon threads do at exit).
-OPEN = weakref.WeakSet()
-
-
-@atexit.register
-def _hold_open_models():
-    for model in list(OPEN):
-        if model._pid == os.getpid():  # a forked child's copy of a lock may be held by a thread it lacks
-            model._lock.acquire()
 
 
 def is_torch(x):
@@ -134,7 +118,6 @@ class Model:
         self._depth = 0  # calls in progress on the thread that holds the lock (see _guard)
         self._close_pending = False
         self._pid = os.getpid()
-        OPEN.add(self)
 
     @property
     def device(self) -> str:
