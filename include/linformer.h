@@ -15,7 +15,8 @@
  *   - Shapes are row-major and written next to each function.
  *   - The library never aborts or exits. Its one process-wide state is the
  *     OpenCL contexts of freed contexts, kept for the next context on their
- *     device (see lf_context_free).
+ *     device (see lf_context_free), beside what it knows of fork() and
+ *     exit() (below).
  *
  * Threads
  *   - Different contexts are independent: use one per thread freely.
@@ -35,6 +36,31 @@
  *     CLBlast are enqueued one at a time across contexts (their first call
  *     on a device, which compiles, holds it for as long).
  *   - An object (layer, projection, model) must not be freed while another thread uses it.
+ *
+ * Processes (fork)
+ *   - OpenCL state does not survive fork(): a child has the parent's memory
+ *     but not its threads (PoCL's queues then never finish). The library
+ *     counts forks (pthread_atfork, from its first OpenCL call on).
+ *   - In a child, every call on a context created before the fork, or on a
+ *     layer, projection or model made on it, fails at once with LF_ERR_STATE
+ *     and a message naming fork(), touching neither OpenCL nor the context's
+ *     lock (which a parent's thread may have held at the fork); their frees
+ *     do nothing (the child's copy of their memory ends with the child).
+ *   - A process forked after the library had called into OpenCL (listed
+ *     devices, created a context), in it or in an ancestor, creates no
+ *     context: lf_context_create and lf_context_create_from_cl fail at once
+ *     with LF_ERR_STATE. No runtime promises to work there. lf_devices_list
+ *     still does.
+ *   - A process forked before the library's first OpenCL call is like any
+ *     other; the parent goes on unaffected by its children.
+ *   - The way out: create the contexts in a process started afresh (fork()
+ *     then exec(), posix_spawn), or fork the workers before the library is
+ *     first used.
+ *   - exit() while other threads are in calls (a forward on a thread never
+ *     joined) tears the OpenCL runtimes down under them, which crashed PoCL
+ *     and aborted Intel's runtime: the library's atexit handler, registered at
+ *     the first call on a context, waits up to 10 s for the calls in
+ *     progress, and calls that begin after it fail with LF_ERR_STATE.
  */
 #ifndef LINFORMER_H
 #define LINFORMER_H

@@ -111,10 +111,12 @@ lf_status lf_attention_create(lf_context *ctx, const lf_attention_config *cfg, l
         return st;
     }
     L->ctx = ctx;
-    pthread_mutex_lock(&ctx->lock);
-    st = allocate_weights(L);
-    if (st == LF_OK && shared) lf__projection_retain(shared);
-    pthread_mutex_unlock(&ctx->lock);
+    st = lf__context_lock(ctx);
+    if (st == LF_OK) {
+        st = allocate_weights(L);
+        if (st == LF_OK && shared) lf__projection_retain(shared);
+        lf__context_unlock(ctx);
+    }
     if (st != LF_OK) {
         attention_release(L);
         free(L);
@@ -129,7 +131,7 @@ lf_status lf_attention_create(lf_context *ctx, const lf_attention_config *cfg, l
 
 void lf_attention_free(lf_attention *layer)
 {
-    if (!layer) return;
+    if (!layer || lf__context_inherited(layer->ctx)) return;
     lf_context *ctx = layer->ctx;
     pthread_mutex_lock(&ctx->lock);
     clFinish(ctx->queue);
@@ -173,10 +175,10 @@ static lf_status set_weight(lf_attention *layer, const char *name, const size_t 
     snprintf(what, sizeof what, "weight \"%s\"", name);
     const lf_shape want = lf__slot_shape(&layer->plan, (lf_weight_id)id);
     LF_TRY(lf__weight_check(ctx, what, &want, dims, ndims, count));
-    pthread_mutex_lock(&ctx->lock);
+    LF_TRY(lf__context_lock(ctx));
     lf_status st = lf__upload(ctx, layer->w.buf[s->buf], s->offset * sizeof(float), data, s->count * sizeof(float));
     if (st == LF_OK) layer->set[id] = true;
-    pthread_mutex_unlock(&ctx->lock);
+    lf__context_unlock(ctx);
     return st;
 }
 
@@ -242,11 +244,11 @@ lf_status lf_attention_device_bytes(const lf_attention *layer, size_t *weights, 
 {
     if (!layer) return LF_ERR_ARGUMENT;
     const lf_attention *L = layer;
-    pthread_mutex_lock(&L->ctx->lock); /* a forward on another thread may grow the workspace */
+    LF_TRY(lf__context_lock(L->ctx)); /* a forward on another thread may grow the workspace */
     if (weights)
         *weights = L->weight_bytes + (L->shared ? (size_t)L->shared->k * L->shared->max_seq_len * sizeof(float) : 0);
     if (workspace) *workspace = L->x_cap + L->y_cap + lf__workspace_bytes(&L->ws);
-    pthread_mutex_unlock(&L->ctx->lock);
+    lf__context_unlock(L->ctx);
     return LF_OK;
 }
 
@@ -292,12 +294,12 @@ lf_status lf_attention_forward_cl(lf_attention *layer, cl_mem x, cl_mem y, int b
 {
     if (!layer) return LF_ERR_ARGUMENT;
     lf_context *ctx = layer->ctx;
-    pthread_mutex_lock(&ctx->lock);
+    LF_TRY(lf__context_lock(ctx));
     lf_status st = check_forward(layer, batch, n, lengths);
     const size_t bytes = (size_t)batch * n * layer->plan.cfg.d_model * sizeof(float);
     if (st == LF_OK) st = lf__check_io_buffers(ctx, x, bytes, "x", y, bytes, "y");
     if (st == LF_OK) st = run_locked(layer, x, y, batch, n, lengths, RUN_OUTPUT, 0);
-    pthread_mutex_unlock(&ctx->lock);
+    lf__context_unlock(ctx);
     return st;
 }
 
@@ -309,7 +311,7 @@ static lf_status run_host(lf_attention *L, const float *x, float *out, int batch
     lf_context *ctx = L->ctx;
     if (!x) return lf__fail(ctx, LF_ERR_ARGUMENT, "x is NULL");
     if (!out) return lf__fail(ctx, LF_ERR_ARGUMENT, "%s is NULL", what == RUN_OUTPUT ? "y" : what == RUN_HEADS ? "o" : "p");
-    pthread_mutex_lock(&ctx->lock);
+    LF_TRY(lf__context_lock(ctx));
     lf_status st = check_forward(L, batch, n, lengths);
     const size_t rows = (size_t)batch * n, bytes = rows * L->plan.cfg.d_model * sizeof(float);
     const size_t out_bytes = what == RUN_OUTPUT ? bytes
@@ -321,7 +323,7 @@ static lf_status run_host(lf_attention *L, const float *x, float *out, int batch
     if (st == LF_OK) st = run_locked(L, L->x, L->y, batch, n, lengths, what, head);
     cl_mem result = what == RUN_OUTPUT ? L->y : L->ws.buf[what == RUN_HEADS ? LF_WS_ATTENTION : LF_WS_SCORES];
     if (st == LF_OK) st = lf__download(ctx, result, 0, out, out_bytes);
-    pthread_mutex_unlock(&ctx->lock);
+    lf__context_unlock(ctx);
     return st;
 }
 

@@ -35,15 +35,17 @@ lf_status lf_projection_create(lf_context *ctx, int k, int max_seq_len, lf_proj_
     lf_projection *p = calloc(1, sizeof *p);
     if (!p) return lf__fail(ctx, LF_ERR_OUT_OF_MEMORY, "out of host memory for a projection");
     *p = (lf_projection){.ctx = ctx, .k = k, .max_seq_len = max_seq_len, .refs = 1};
-    pthread_mutex_lock(&ctx->lock);
-    const size_t count = (size_t)k * max_seq_len;
-    lf_status st = lf__alloc(ctx, count * sizeof(float), "projection E", &p->e);
-    if (st == LF_OK && kind == LF_PROJ_RANDOM) {
-        uint64_t state = seed;
-        st = lf__upload_normal(ctx, p->e, 0, count, &state, 1.0 / sqrt((double)k));
-        p->set = st == LF_OK;
+    lf_status st = lf__context_lock(ctx);
+    if (st == LF_OK) {
+        const size_t count = (size_t)k * max_seq_len;
+        st = lf__alloc(ctx, count * sizeof(float), "projection E", &p->e);
+        if (st == LF_OK && kind == LF_PROJ_RANDOM) {
+            uint64_t state = seed;
+            st = lf__upload_normal(ctx, p->e, 0, count, &state, 1.0 / sqrt((double)k));
+            p->set = st == LF_OK;
+        }
+        lf__context_unlock(ctx);
     }
-    pthread_mutex_unlock(&ctx->lock);
     if (st != LF_OK) {
         lf__release(&p->e);
         free(p);
@@ -63,10 +65,10 @@ lf_status lf_projection_set(lf_projection *proj, const float *data, size_t count
     if (count != want)
         return lf__fail(ctx, LF_ERR_ARGUMENT, "projection: expected [%d, %d] = %zu floats, got %zu", proj->k,
                         proj->max_seq_len, want, count);
-    pthread_mutex_lock(&ctx->lock);
+    LF_TRY(lf__context_lock(ctx));
     lf_status st = lf__upload(ctx, proj->e, 0, data, count * sizeof(float));
     if (st == LF_OK) proj->set = true;
-    pthread_mutex_unlock(&ctx->lock);
+    lf__context_unlock(ctx);
     return st;
 }
 
@@ -74,7 +76,7 @@ void lf__projection_retain(lf_projection *proj) { proj->refs++; }
 
 void lf_projection_free(lf_projection *proj)
 {
-    if (!proj) return;
+    if (!proj || lf__context_inherited(proj->ctx)) return;
     lf_context *ctx = proj->ctx;
     pthread_mutex_lock(&ctx->lock);
     const bool last = --proj->refs == 0;

@@ -409,8 +409,8 @@ lf_status lf_gemm_rate(lf_context *ctx, size_t m, size_t n, size_t k, double *gf
                         m, n, k);
     if (!ctx->profiling)
         return lf__fail(ctx, LF_ERR_UNSUPPORTED, "the queue was created without CL_QUEUE_PROFILING_ENABLE");
-    pthread_mutex_lock(&ctx->lock);
+    LF_TRY(lf__context_lock(ctx));
     lf_status st = lf__gemm_rate(ctx, m, n, k, LF_RATE_REPEAT, gflops);
-    pthread_mutex_unlock(&ctx->lock);
+    lf__context_unlock(ctx);
     return st;
 }

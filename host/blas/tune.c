@@ -360,7 +360,7 @@ lf_status lf_gemm_tune(lf_context *ctx, double seconds, lf_tune_log log, void *u
         return lf__fail(ctx, LF_ERR_ARGUMENT, "seconds must be positive and finite, got %g", seconds);
     if (!ctx->profiling)
         return lf__fail(ctx, LF_ERR_UNSUPPORTED, "the queue was created without CL_QUEUE_PROFILING_ENABLE");
-    pthread_mutex_lock(&ctx->lock);
+    LF_TRY(lf__context_lock(ctx));
     lf__clblast_lock(); /* the sets tried are the device's for the process: no other GEMM runs meanwhile */
     const lf_gemm_backend backend = ctx->gemm;
     ctx->gemm = LF_GEMM_CLBLAST; /* what is tuned, whatever this context's GEMMs run on */
@@ -368,6 +368,6 @@ lf_status lf_gemm_tune(lf_context *ctx, double seconds, lf_tune_log log, void *u
     lf_status st = tune_locked(&t);
     ctx->gemm = backend;
     lf__clblast_unlock();
-    pthread_mutex_unlock(&ctx->lock);
+    lf__context_unlock(ctx);
     return st;
 }

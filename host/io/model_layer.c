@@ -65,15 +65,17 @@ lf_status lf_model_layer_attention(lf_model *model, int layer, const lf_load_opt
     LF_TRY(lf__load_options_check(ctx, &o));
     lf_attention_config cfg;
     LF_TRY(layer_config(model, layer, &o, &cfg));
-    pthread_mutex_lock(&ctx->lock);
+    LF_TRY(lf__context_lock(ctx));
     lf_status st = lf__model_check_set(model);
-    pthread_mutex_unlock(&ctx->lock);
+    lf__context_unlock(ctx);
     lf_attention *a = NULL;
     if (st == LF_OK) st = lf_attention_create(ctx, &cfg, NULL, &a);
     if (st != LF_OK) return st;
-    pthread_mutex_lock(&ctx->lock);
-    st = copy_weights(model, layer, a);
-    pthread_mutex_unlock(&ctx->lock);
+    st = lf__context_lock(ctx);
+    if (st == LF_OK) {
+        st = copy_weights(model, layer, a);
+        lf__context_unlock(ctx);
+    }
     if (st != LF_OK) {
         lf_attention_free(a);
         return st;

@@ -220,9 +220,9 @@ static lf_status create(lf_context *ctx, lf_model *m, const lf_attention_config 
     if (max_len <= 0) return lf__fail(ctx, LF_ERR_ARGUMENT, "the positional embedding has no row for position 0");
     m->cfg.info.max_seq_len = max_len;
     m->cfg.info.heads = m->layer[0].plan.cfg.heads;
-    pthread_mutex_lock(&ctx->lock);
+    LF_TRY(lf__context_lock(ctx));
     lf_status st = allocate(m);
-    pthread_mutex_unlock(&ctx->lock);
+    lf__context_unlock(ctx);
     return st;
 }
 
@@ -309,7 +309,7 @@ lf_status lf_model_set_weight_shaped(lf_model *model, int layer, const char *nam
 
 void lf_model_free(lf_model *model)
 {
-    if (!model) return;
+    if (!model || lf__context_inherited(model->ctx)) return;
     lf_context *ctx = model->ctx;
     pthread_mutex_lock(&ctx->lock);
     clFinish(ctx->queue);
@@ -373,10 +373,10 @@ lf_status lf__model_set(lf_model *m, int layer, const char *name, const size_t *
     if (layer < 0) snprintf(what, sizeof what, "weight \"%s\" of the model", name);
     else snprintf(what, sizeof what, "weight \"%s\" of layer %d", name, layer);
     LF_TRY(lf__weight_check(ctx, what, &r.shape, dims, ndims, count));
-    pthread_mutex_lock(&ctx->lock);
+    LF_TRY(lf__context_lock(ctx));
     lf_status st = lf__upload(ctx, r.buf, r.offset * sizeof(float), data, floats * sizeof(float));
     if (st == LF_OK) *r.flag = true;
-    pthread_mutex_unlock(&ctx->lock);
+    lf__context_unlock(ctx);
     return st;
 }
 
@@ -410,13 +410,13 @@ lf_status lf_model_info_get(const lf_model *model, lf_model_info *info)
 lf_status lf_model_device_bytes(const lf_model *model, size_t *weights, size_t *workspace)
 {
     if (!model) return LF_ERR_ARGUMENT;
-    pthread_mutex_lock(&model->ctx->lock);
+    LF_TRY(lf__context_lock(model->ctx));
     if (weights) *weights = model->weight_bytes;
     if (workspace) {
         *workspace = lf__workspace_bytes(&model->ws);
         for (int a = 0; a < LF_A_COUNT; a++) *workspace += model->act_cap[a];
     }
-    pthread_mutex_unlock(&model->ctx->lock);
+    lf__context_unlock(model->ctx);
     return LF_OK;
 }
 

@@ -268,7 +268,7 @@ static lf_status forward_host(lf_model *m, const float *x, const int64_t *tokens
         return lf__fail(m->ctx, LF_ERR_ARGUMENT, "this %s takes %s (and the other NULL)",
                         lf_model_kind_name(m->cfg.info.kind), want_x ? "x" : "tokens");
     if (!y) return lf__fail(m->ctx, LF_ERR_ARGUMENT, "%s is NULL", out);
-    pthread_mutex_lock(&m->ctx->lock);
+    LF_TRY(lf__context_lock(m->ctx));
     lf_status st = check_forward(m, batch, n, lengths);
     if (st == LF_OK && !want_x) st = check_tokens(m, tokens, batch, n, lengths);
     const size_t ib = in_bytes(m, batch, n), ob = out_bytes(m, batch, n, stop);
@@ -277,7 +277,7 @@ static lf_status forward_host(lf_model *m, const float *x, const int64_t *tokens
     if (st == LF_OK) st = lf__upload(m->ctx, m->act[LF_A_IN], 0, want_x ? (const void *)x : (const void *)tokens, ib);
     if (st == LF_OK) st = run(m, m->act[LF_A_IN], m->act[LF_A_OUT], batch, n, lengths, stop);
     if (st == LF_OK) st = lf__download(m->ctx, m->act[LF_A_OUT], 0, y, ob);
-    pthread_mutex_unlock(&m->ctx->lock);
+    lf__context_unlock(m->ctx);
     return st;
 }
 
@@ -313,13 +313,13 @@ lf_status lf_model_forward_cl(lf_model *model, cl_mem in, cl_mem y, int batch, i
 {
     if (!model) return LF_ERR_ARGUMENT;
     lf_model *m = model;
-    pthread_mutex_lock(&m->ctx->lock);
+    LF_TRY(lf__context_lock(m->ctx));
     lf_status st = check_forward(m, batch, n, lengths);
     if (st == LF_OK)
         st = lf__check_io_buffers(m->ctx, in, in_bytes(m, batch, n), "in", y, out_bytes(m, batch, n, m->cfg.info.layers),
                                   "y");
     if (st == LF_OK && m->cfg.info.kind != LF_MODEL_ENCODER) st = check_device_tokens(m, in, batch, n, lengths);
     if (st == LF_OK) st = run(m, in, y, batch, n, lengths, m->cfg.info.layers);
-    pthread_mutex_unlock(&m->ctx->lock);
+    lf__context_unlock(m->ctx);
     return st;
 }

@@ -46,10 +46,13 @@ lf_status lf_copy_rate(lf_context *ctx, size_t floats, double *gbps)
         return lf__fail(ctx, LF_ERR_ARGUMENT, "floats must be 1 to %d, got %zu", INT_MAX, floats);
     if (!ctx->profiling)
         return lf__fail(ctx, LF_ERR_UNSUPPORTED, "the queue was created without CL_QUEUE_PROFILING_ENABLE");
+    LF_TRY(lf__context_lock(ctx));
     float *host = malloc(floats * sizeof *host);
-    if (!host) return lf__fail(ctx, LF_ERR_OUT_OF_MEMORY, "out of host memory for %zu floats", floats);
+    if (!host) {
+        lf__context_unlock(ctx);
+        return lf__fail(ctx, LF_ERR_OUT_OF_MEMORY, "out of host memory for %zu floats", floats);
+    }
     for (size_t i = 0; i < floats; i++) host[i] = (float)(i % 251) - 125.0f;
-    pthread_mutex_lock(&ctx->lock);
     cl_mem src = NULL, dst = NULL;
     lf_kernel_params kp;
     lf_status st = lf__kernel_params(&ctx->info, &kp, ctx->error, sizeof ctx->error);
@@ -66,7 +69,7 @@ lf_status lf_copy_rate(lf_context *ctx, size_t floats, double *gbps)
         *gbps = median > 0 ? 8.0 * (double)floats / (median * 1e6) : 0.0;
     }
     lf__release(&src), lf__release(&dst);
-    pthread_mutex_unlock(&ctx->lock);
+    lf__context_unlock(ctx);
     free(host);
     return st;
 }

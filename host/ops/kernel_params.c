@@ -218,9 +218,9 @@ lf_status lf_context_kernel_params(lf_context *ctx, char *out, size_t size)
     lf_kernel_params p;
     char msg[LF_MSG_SIZE];
     const lf_status st = lf__kernel_params(&ctx->info, &p, msg, sizeof msg);
-    pthread_mutex_lock(&ctx->lock);
+    LF_TRY(lf__context_lock(ctx));
     if (st != LF_OK) lf__fail(ctx, st, "%s", msg);
-    pthread_mutex_unlock(&ctx->lock);
+    lf__context_unlock(ctx);
     if (st == LF_OK) lf__kernel_params_format(&p, out, size);
     return st;
 }

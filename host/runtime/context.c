@@ -16,7 +16,8 @@
  * the clear every freed context would stay allocated (~5 MiB). A kept
  * cl_context is never in use by two lf_contexts at once; at most
  * LF_IDLE_CONTEXTS are kept, until the process ends. linformer.h states this
- * at lf_context_free: it is the library's one process-wide state. */
+ * at lf_context_free: it is the library's one process-wide state. A forked
+ * child never takes one: it opens no context (fork.c). */
 #define LF_IDLE_CONTEXTS 4
 static struct idle_cl {
     cl_device_id device;
@@ -84,6 +85,7 @@ static lf_status context_new(lf_context **out)
     if (!ctx) return LF_ERR_OUT_OF_MEMORY;
     pthread_mutex_init(&ctx->lock, NULL);
     atomic_init(&ctx->refs, 1);
+    ctx->forks = lf__fork_count();
     *out = ctx;
     return LF_OK;
 }
@@ -92,6 +94,7 @@ lf_status lf__context_open(const char *selector, lf_context **out, char *errbuf,
 {
     if (!out) return lf__fail_buf(errbuf, errbuf_size, LF_ERR_ARGUMENT, "out is NULL");
     *out = NULL;
+    LF_TRY(lf__fork_check_new(errbuf, errbuf_size));
     if (!selector) selector = getenv("LINFORMER_DEVICE");
 
     size_t count = 0;
@@ -152,6 +155,8 @@ lf_status lf__context_wrap(cl_context context, cl_command_queue queue, lf_contex
     *out = NULL;
     if (!context) return lf__fail_buf(errbuf, errbuf_size, LF_ERR_ARGUMENT, "context is NULL");
     if (!queue) return lf__fail_buf(errbuf, errbuf_size, LF_ERR_ARGUMENT, "queue is NULL");
+    LF_TRY(lf__fork_check_new(errbuf, errbuf_size));
+    lf__fork_opencl_starts();
     cl_context qctx = NULL;
     cl_device_id dev = NULL;
     cl_command_queue_properties qprops = 0;
@@ -188,7 +193,23 @@ void lf__context_retain(lf_context *ctx) { atomic_fetch_add(&ctx->refs, 1); }
  * goes when the last of them does. */
 void lf_context_free(lf_context *ctx)
 {
-    if (ctx) lf__context_release(ctx);
+    if (ctx && !lf__context_inherited(ctx)) lf__context_release(ctx);
+}
+
+bool lf__context_inherited(const lf_context *ctx) { return ctx->forks != lf__fork_count(); }
+
+lf_status lf__context_lock(lf_context *ctx)
+{
+    LF_TRY(lf__fork_check(ctx));
+    LF_TRY(lf__exit_enter(ctx));
+    pthread_mutex_lock(&ctx->lock);
+    return LF_OK;
+}
+
+void lf__context_unlock(lf_context *ctx)
+{
+    pthread_mutex_unlock(&ctx->lock);
+    lf__exit_leave();
 }
 
 void lf__context_release(lf_context *ctx)
@@ -234,9 +255,9 @@ cl_command_queue lf_context_cl_queue(const lf_context *ctx) { return ctx ? ctx->
 lf_status lf_context_finish(lf_context *ctx)
 {
     if (!ctx) return LF_ERR_ARGUMENT;
-    pthread_mutex_lock(&ctx->lock);
+    LF_TRY(lf__context_lock(ctx));
     cl_int err = clFinish(ctx->queue);
     lf_status st = err == CL_SUCCESS ? LF_OK : lf__cl_fail(ctx, err, "clFinish");
-    pthread_mutex_unlock(&ctx->lock);
+    lf__context_unlock(ctx);
     return st;
 }

@@ -41,6 +41,7 @@ struct lf_context {
     char *cache_dir;         /* lf_context_set_cache_dir's folder; NULL: the environment's */
     pthread_mutex_t lock;    /* serialises calls on this context (see the header) */
     atomic_int refs;         /* the owner's, and one per live layer or projection */
+    unsigned forks;          /* lf__fork_count() at creation: another count means a forked child holds it */
     char error[LF_MSG_SIZE]; /* last-error message */
 };
 
@@ -72,6 +73,15 @@ lf_status lf__context_wrap(cl_context context, cl_command_queue queue, lf_contex
                            size_t errbuf_size);
 void lf__context_retain(lf_context *ctx);
 void lf__context_release(lf_context *ctx); /* frees it with the last reference */
+/* Takes the context's lock for a call on it or its objects: LF_ERR_STATE,
+ * unlocked, when ctx is a parent's that this process inherited through fork()
+ * (lf__fork_check; its lock may be held by a thread the child does not have)
+ * or when the process is exiting (lf__exit_enter). */
+lf_status lf__context_lock(lf_context *ctx);
+void lf__context_unlock(lf_context *ctx);
+/* Whether ctx is a parent's, inherited through fork(): its objects' frees
+ * then touch neither OpenCL nor the lock, and free nothing. */
+bool lf__context_inherited(const lf_context *ctx);
 /* CLBlast 1.5 fills its caches (compiled programs, its device database)
  * without locks of its own, and contexts on different threads share them:
  * every call into CLBlast, from any context, holds this process-wide lock.
@@ -84,6 +94,27 @@ void lf__clblast_unlock(void);
  * that the next GEMM builds the parameters in force and no freed cl_context
  * stays held. */
 void lf__clblast_clear_cache(void);
+
+/* ---- fork() (fork.c) ---- */
+/* Called before the library's first OpenCL call of a process (listing
+ * devices, wrapping a host's queue): from then on a forked child knows that
+ * OpenCL had started in its parent. */
+void lf__fork_opencl_starts(void);
+/* The fork()s counted in this process since the library was loaded. */
+unsigned lf__fork_count(void);
+/* LF_ERR_STATE, the message in errbuf, in a process forked after OpenCL had
+ * started in its parent: no context may be created there. */
+lf_status lf__fork_check_new(char *errbuf, size_t errbuf_size);
+/* LF_ERR_STATE, the message on ctx, when ctx was created before the fork()
+ * that made this process. */
+lf_status lf__fork_check(lf_context *ctx);
+
+/* ---- exit() (exit.c) ---- */
+/* A call on a context begins: counted, so that exit() waits for it (at
+ * most 10 s) before the OpenCL runtimes are torn down; LF_ERR_STATE, not
+ * counted, once exit() has begun. lf__exit_leave ends it. */
+lf_status lf__exit_enter(lf_context *ctx);
+void lf__exit_leave(void);
 
 /* ---- Devices (device.c) ---- */
 /* Fills info from an OpenCL device; indices are set by the caller. */

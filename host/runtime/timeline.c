@@ -107,9 +107,9 @@ lf_status lf__timeline_stages(lf_context *ctx, lf_timeline *t, lf_stage_time *st
 lf_status lf__last_time_ms(lf_context *ctx, lf_timeline *t, double *ms)
 {
     if (!ms) return lf__fail(ctx, LF_ERR_ARGUMENT, "ms is NULL");
-    pthread_mutex_lock(&ctx->lock);
+    LF_TRY(lf__context_lock(ctx));
     lf_status st = lf__timeline_ms(ctx, t, ms);
-    pthread_mutex_unlock(&ctx->lock);
+    lf__context_unlock(ctx);
     return st;
 }
 
@@ -117,8 +117,8 @@ lf_status lf__last_profile(lf_context *ctx, lf_timeline *t, lf_stage_time *stage
 {
     if (!count) return lf__fail(ctx, LF_ERR_ARGUMENT, "count is NULL");
     if (!stages && capacity) return lf__fail(ctx, LF_ERR_ARGUMENT, "stages is NULL but capacity is %zu", capacity);
-    pthread_mutex_lock(&ctx->lock);
+    LF_TRY(lf__context_lock(ctx));
     lf_status st = lf__timeline_stages(ctx, t, stages, capacity, count);
-    pthread_mutex_unlock(&ctx->lock);
+    lf__context_unlock(ctx);
     return st;
 }

@@ -28,6 +28,11 @@ StateError = _status_class("StateError", "LF_ERR_STATE", "The object is not read
 UnsupportedError = _status_class("UnsupportedError", "LF_ERR_UNSUPPORTED",
                                  "Valid, but not supported by this build or device.")
 
+# What the library's refusals in a forked child (messages naming fork()) add for Python.
+FORK_WAY_OUT = ("; in Python, start the processes that use the library with multiprocessing's 'spawn' or "
+                "'forkserver' method (multiprocessing.get_context('spawn')), each loading its own model, or fork "
+                "them before the parent first lists devices or loads a model.")
+
 # In lf_status order: LF_ERR_ARGUMENT is 1.
 BY_CODE = (None, ArgumentError, NoDeviceError, OutOfMemoryError, OpenCLError, BuildError, BlasError, FileError,
            FormatError, StateError, UnsupportedError)
@@ -38,4 +43,6 @@ def raise_for(code, message):
     if code == 0:
         return
     cls = BY_CODE[code] if 0 < code < len(BY_CODE) else Error
+    if cls is StateError and "fork()" in (message or ""):
+        message += FORK_WAY_OUT
     raise cls(message or f"status {code}")

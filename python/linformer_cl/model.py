@@ -1,5 +1,7 @@
 """Model: one attention layer or a stack of layers on a device, called on numpy arrays or torch tensors."""
+import contextlib
 import ctypes
+import os
 import threading
 from collections import namedtuple
 from dataclasses import dataclass
@@ -41,7 +43,11 @@ def is_torch(x):
 
 def torch_values(name, t):
     """A torch tensor's values, detached on the CPU with any lazy negation or conjugation resolved (numpy()
-    refuses those); ArgumentError naming it where it holds none (meta) or is not dense (sparse)."""
+    refuses those); ArgumentError naming it where it holds none (meta) or is not dense (sparse, nested)."""
+    if getattr(t, "is_nested", False):  # torch's own reads of it fail ("NestedTensorImpl doesn't support sizes")
+        raise ArgumentError(f"{name} is a nested tensor, which is not read: pad it into one dense tensor "
+                            "(torch.nested.to_padded_tensor(t, 0.0)) and, for sequences of different lengths, "
+                            "pass each one's length with lengths=")
     if t.is_meta:
         raise ArgumentError(f"{name} is on the meta device: it has a shape but no values")
     if str(t.layout) != "torch.strided":
@@ -108,7 +114,10 @@ class Model:
         self._ctx, self._handle, self.info = context, handle, info
         self._fns = LAYER if is_layer else STACK
         self._is_layer = is_layer
-        self._lock = threading.Lock()  # close() waits for a forward in flight
+        self._lock = threading.RLock()  # close() waits for a forward in flight on another thread
+        self._depth = 0  # calls in progress on the thread that holds the lock (see _guard)
+        self._close_pending = False
+        self._pid = os.getpid()
 
     @property
     def device(self) -> str:
@@ -120,6 +129,32 @@ class Model:
         """Where the model's GEMMs run: "CLBlast" on the device, or the host BLAS ("OpenBLAS", "MKL") on a CPU
         device's buffers (LINFORMER_GEMM and LINFORMER_HOST_BLAS choose)."""
         return self._ctx.gemms
+
+    @contextlib.contextmanager
+    def _guard(self):
+        """Holds the model for one call. The lock is re-entrant: a signal handler runs between two steps of the
+        main thread, maybe inside a call, never inside the library, so a forward it makes runs then, and a close()
+        it makes waits for the end of the call it interrupted. In a process forked from the one that made the
+        model nothing is held: a forward in flight there at the fork holds the lock for good, and the library
+        refuses the call at once (StateError)."""
+        if self._pid != os.getpid():
+            yield
+            return
+        with self._lock:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+                if self._close_pending and not self._depth:
+                    self._free()
+
+    def _free(self):
+        self._close_pending = False
+        if self._handle:
+            self._fns["free"](self._handle)
+            self._handle = None
+            self._ctx.close()
 
     def _live(self):
         if not self._handle:
@@ -158,7 +193,7 @@ class Model:
         y = np.empty((batch, rows, self.info.out_width), dtype=np.float32)
         lens_p = lens.ctypes.data_as(n.lengths_p) if lens is not None else None
         y_p = y.ctypes.data_as(n.floats)
-        with self._lock:
+        with self._guard():
             h = self._live()
             if self._is_layer:
                 code = n.lib.lf_attention_forward(h, x.ctypes.data_as(n.floats), y_p, batch, rows, lens_p)
@@ -176,7 +211,7 @@ class Model:
     def device_bytes(self):
         """DeviceBytes(weights, workspace) held on the device now."""
         w, s = ctypes.c_size_t(), ctypes.c_size_t()
-        with self._lock:
+        with self._guard():
             self._ctx.check(self._fns["device_bytes"](self._live(), ctypes.byref(w), ctypes.byref(s)))
         return DeviceBytes(w.value, s.value)
 
@@ -184,17 +219,18 @@ class Model:
     def last_profile(self):
         """Where the last forward's device time went: a list of StageTime(stage, ms, commands)."""
         stages, count = (n.StageTime * 64)(), ctypes.c_size_t()
-        with self._lock:
+        with self._guard():
             self._ctx.check(self._fns["profile"](self._live(), stages, 64, ctypes.byref(count)))
         return [StageTime(text(s.stage), s.ms, s.commands) for s in stages[:min(count.value, 64)]]
 
     def close(self):
-        """Frees the model and its context; calling it again does nothing."""
-        with self._lock:
-            if self._handle:
-                self._fns["free"](self._handle)
-                self._handle = None
-                self._ctx.close()
+        """Frees the model and its context; calling it again does nothing. In a forked child it frees nothing
+        (the library leaves the parent's objects alone there) and drops the handle."""
+        with self._guard():
+            if self._depth > 1:  # called in by a signal handler during another call of this thread
+                self._close_pending = True
+            else:
+                self._free()
 
     def __enter__(self):
         return self

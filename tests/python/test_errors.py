@@ -127,6 +127,7 @@ def test_torch_tensors_are_read_as_they_are_or_refused_by_name(layer):
     bad = {"x must be float32, got torch.bfloat16": (t.bfloat16(), None),
            "x is on the meta device": (t.to("meta"), None),
            "x is a torch.sparse_coo tensor, not a dense one": (t.to_sparse(), None),
+           "x is a nested tensor, which is not read: pad it": (torch.nested.nested_tensor([t[0, :3], t[1]]), None),
            "lengths is on the meta device": (t, torch.zeros(2, dtype=torch.int64, device="meta"))}
     for words, (tensor, lengths) in bad.items():
         with pytest.raises(ArgumentError, match=words):
