@@ -2,7 +2,8 @@
 # The serving load test (bench/serve_load.py): linformer-serve on loopback,
 # 4 clients x 50 requests of random lengths, every answer compared bit for bit
 # with a direct forward on the device that gave it, every kind of bad request
-# and clients that hang up while the load goes on, then a SIGTERM with
+# and clients that hang up while the load goes on (and, on PoCL alone, every
+# hostile request of bench/serve_hostile.py), then a SIGTERM with
 # requests in flight. On PoCL alone, with an instance on each device (PoCL
 # and Intel's runtime), smaller on a token model, and served over gRPC alone
 # (--no-http). Installs PyTriton and Triton's client, versions pinned here,
@@ -23,7 +24,7 @@ export LINFORMER_LIBRARY="${LINFORMER_LIBRARY:-$PWD/build/liblinformer.so}"
 [ -d build/opencl-vendors ] && export OCL_ICD_VENDORS="${OCL_ICD_VENDORS:-$PWD/build/opencl-vendors}"
 MODELS=tests/data/models
 load() { $PY bench/serve_load.py --bad 1 --seconds 240 "$@"; }
-load $MODELS/encoder_short.model.safetensors --device pocl --log build/serve-load-pocl.log
+load $MODELS/encoder_short.model.safetensors --device pocl --hostile 1 --log build/serve-load-pocl.log
 load $MODELS/encoder_short.model.safetensors --device all --log build/serve-load-all.log
 load $MODELS/lm.model.safetensors --device pocl --clients 2 --requests 10 --log build/serve-load-lm.log
 load $MODELS/encoder_short.model.safetensors --device pocl --grpc-only --clients 2 --requests 10 \
