@@ -27,20 +27,26 @@ HOST = "127.0.0.1"
 WRONG_TOKEN = [("triton-access-token", "0" * 32)]
 
 
+def read_status(sock, seconds):
+    """The HTTP status code of the answer on a socket ("" if none came)."""
+    sock.settimeout(seconds)
+    data = b""
+    while b"\r\n" not in data:
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    line = data.split(b"\r\n", 1)[0].split()
+    return line[1].decode() if len(line) > 1 else ""
+
+
 def http_request(port, method, path, body=b"", headers=()):
     """The HTTP status of one request on a fresh connection ("" if the server closed it unanswered)."""
     head = f"{method} {path} HTTP/1.1\r\nHost: {HOST}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n"
     head += "".join(f"{k}: {v}\r\n" for k, v in headers)
     with socket.create_connection((HOST, port), timeout=30) as s:
         s.sendall(head.encode() + b"\r\n" + body)
-        data = b""
-        while b"\r\n" not in data:
-            chunk = s.recv(4096)
-            if not chunk:
-                break
-            data += chunk
-    line = data.split(b"\r\n", 1)[0].split()
-    return line[1].decode() if len(line) > 1 else ""
+        return read_status(s, 30)
 
 
 class Tensor:

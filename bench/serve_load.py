@@ -39,7 +39,7 @@ import linformer_cl  # noqa: E402  (after LINFORMER_GEMM: a context reads it onc
 import tritonclient.grpc as grpc  # noqa: E402
 import tritonclient.http as http  # noqa: E402
 from tritonclient.utils import InferenceServerException  # noqa: E402
-from serve_hostile import HostileClient  # noqa: E402
+from serve_hostile import HostileClient, read_status  # noqa: E402
 
 HOST = "127.0.0.1"
 
@@ -253,19 +253,6 @@ def hang_up(server, info):
     for part in (request[:len(request) // 2], request):
         with socket.create_connection((HOST, server.http), timeout=10) as s:
             s.sendall(part)
-
-
-def read_status(sock, seconds):
-    """The HTTP status code of the answer on a socket ("" if none came)."""
-    sock.settimeout(seconds)
-    data = b""
-    while b"\r\n" not in data:
-        chunk = sock.recv(4096)
-        if not chunk:
-            break
-        data += chunk
-    line = data.split(b"\r\n", 1)[0].split()
-    return line[1].decode() if len(line) > 1 else ""
 
 
 def send_together(server, info, arrays, then=lambda: None, wait_s=30):
