@@ -796,6 +796,33 @@ typedef struct lf_model lf_model;
  */
 LF_API lf_status lf_model_load(lf_context *ctx, const char *path, const lf_model_options *opts,
                                lf_model **out);
+/*
+ * Where lf_model_load and lf_attention_load find each weight in a state
+ * dict, for hosts that hold one in memory and hand its tensors to the
+ * shaped setters (the Python package's from_torch): the loaders' own table.
+ * layout: "lucidrains-attention" (LinformerSelfAttention), "lucidrains"
+ * (Linformer), "lucidrains-lm" (LinformerLM), "lucidrains-reversible",
+ * "lucidrains-reversible-lm", "fairseq" (the Linformer encoder). part
+ * LF_LAYOUT_LAYER: a layer's tensors, named after the layer's prefix
+ * ("net.layers.{i}." for lucidrains, "layers.{i}." for fairseq, "" for one
+ * attention layer); LF_LAYOUT_MODEL: the model's own, after its stem. Fills
+ * at most `capacity` entries of `out` (out may be NULL when capacity is 0)
+ * and sets *count to the number the part has. An unknown layout or part is
+ * LF_ERR_ARGUMENT, with a message in errbuf (may be NULL) naming it.
+ */
+typedef enum { LF_LAYOUT_LAYER, LF_LAYOUT_MODEL } lf_layout_part;
+
+typedef struct {
+    const char *weight; /* the name the shaped setters take ("wq", "tok"): a constant string */
+    char name[128];     /* its state-dict name after the prefix ("0.fn.to_q.weight") */
+    int ndim;           /* 1 or 2 */
+    int required;       /* the loaders refuse a file without it */
+    int transposed;     /* stored as the weight's transpose (lucidrains' proj_k is E^T) */
+} lf_layout_tensor;
+
+LF_API lf_status lf_layout_tensors(const char *layout, lf_layout_part part, lf_layout_tensor *out,
+                                   size_t capacity, size_t *count, char *errbuf, size_t errbuf_size);
+
 /* A model built from host arrays: its shape and options. */
 typedef struct {
     lf_model_kind kind;

@@ -1,8 +1,7 @@
 /*
- * test_layouts.c - the table of layouts (host/layouts.c): it names the same
- * tensors, with the same weights and storage, as the Python package's table
- * (python/linformer_cl/layouts.py, read by the interpreter itself), and every
- * row's layer names read back as the layer and role they were written for.
+ * test_layouts.c - the table of layouts (host/io/layouts.c): every row's layer
+ * names read back as the layer and role they were written for, and what
+ * lf_layout_tensors gives hosts (the Python package) is those same tensors.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -13,81 +12,91 @@
 #include "helpers.h"
 #include "layouts.h"
 
-/* The Python tables and the C rows they mirror: a row's layer roles or its model's own. */
-static const struct {
-    const char *table;
-    lf_layout_id layout;
-    bool layer;
-} twins[] = {{"LUCIDRAINS_ATTENTION", LF_LAYOUT_LUCID_ATTENTION, true},
-             {"LUCIDRAINS_BLOCK", LF_LAYOUT_LUCID, true},
-             {"LUCIDRAINS_LM", LF_LAYOUT_LUCID_LM, false},
-             {"FAIRSEQ_LAYER", LF_LAYOUT_FAIRSEQ, true},
-             {"FAIRSEQ_MODEL", LF_LAYOUT_FAIRSEQ, false}};
-#define TWINS (sizeof twins / sizeof *twins)
-
-typedef struct {
-    char table[32], weight[32], name[64], stored[16];
-} py_row;
-
-/* Every row of the Python tables, as "table\tweight\tname\tstored" lines from the interpreter. */
-static size_t python_rows(py_row *rows, size_t cap)
+/* A layer's prefix in each layout, as a host holding a state dict writes it ("{i}." for layer 7). */
+static void layer_prefix(const lf_layout *l, char *out, size_t size)
 {
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd,
-             "python3 -c 'import runpy, sys\n"
-             "t = runpy.run_path(sys.argv[1])\n"
-             "for k in sys.argv[2:]:\n"
-             "    for w, n, s in t[k]: print(k, w, n, s, sep=\"\\t\")' %s/python/linformer_cl/layouts.py",
-             LF_SOURCE_DIR);
-    for (size_t i = 0; i < TWINS; i++) strcat(strcat(cmd, " "), twins[i].table);
-    FILE *p = popen(cmd, "r");
-    cr_assert(p, "cannot run python3");
-    size_t count = 0;
-    char line[256];
-    while (count < cap && fgets(line, sizeof line, p)) {
-        py_row *r = &rows[count++];
-        cr_assert_eq(sscanf(line, "%31[^\t]\t%31[^\t]\t%63[^\t]\t%15[^\n]", r->table, r->weight, r->name, r->stored),
-                     4, "a line of the Python table: %s", line);
-    }
-    cr_assert_eq(pclose(p), 0, "python3 could not read layouts.py's tables");
-    return count;
+    snprintf(out, size, "%s%s%s", l->base, l->stack ? l->stack : "", l->stack ? "7." : "");
 }
 
-/* The C roles of a twin: a layer's with a name in the layout, or the model's own. */
-static size_t c_roles(size_t twin, const lf_role **out)
+Test(layouts, tensors_for_hosts_read_back_as_the_loaders_roles)
 {
-    const lf_layout *l = &lf__layouts[twins[twin].layout];
-    size_t count = 0;
-    if (!twins[twin].layer) {
-        for (size_t r = 0; r < l->model_count; r++) out[count++] = &l->model[r];
-        return count;
-    }
-    for (int r = 0; r < LF_R_COUNT; r++)
-        if (l->layer[r].suffix) out[count++] = &l->layer[r];
-    return count;
-}
-
-Test(layouts, name_the_same_tensors_as_the_python_tables)
-{
-    py_row rows[128];
-    const size_t n = python_rows(rows, 128);
-    cr_assert_gt(n, 0, "the Python tables are empty");
-    for (size_t i = 0; i < TWINS; i++) {
-        const lf_role *roles[LF_R_COUNT + 16];
-        const size_t count = c_roles(i, roles);
-        size_t in_python = 0;
-        for (size_t j = 0; j < n; j++) in_python += strcmp(rows[j].table, twins[i].table) == 0;
-        cr_expect_eq(in_python, count, "%s has %zu rows in Python, %zu in C", twins[i].table, in_python, count);
-        for (size_t c = 0; c < count; c++) {
-            const char *stored = roles[c]->transposed ? "transposed" : "as is";
-            bool found = false;
-            for (size_t j = 0; j < n && !found; j++)
-                found = !strcmp(rows[j].table, twins[i].table) && !strcmp(rows[j].weight, roles[c]->weight) &&
-                        !strcmp(rows[j].name, roles[c]->suffix) && !strcmp(rows[j].stored, stored);
-            cr_expect(found, "%s: (\"%s\", \"%s\", \"%s\") is in C's table, not in Python's", twins[i].table,
-                      roles[c]->weight, roles[c]->suffix, stored);
+    for (int id = 0; id < LF_LAYOUT_COUNT; id++) {
+        const lf_layout *l = &lf__layouts[id];
+        lf_layout_tensor t[LF_R_COUNT + 1];
+        size_t count = 0;
+        cr_assert_eq(lf_layout_tensors(l->key, LF_LAYOUT_LAYER, t, LF_R_COUNT + 1, &count, NULL, 0), LF_OK, "%s",
+                     l->key);
+        size_t roles = 0;
+        for (int r = 0; r < LF_R_COUNT; r++) roles += l->layer[r].suffix != NULL;
+        cr_expect_eq(count, roles, "%s: %zu layer tensors, the table has %zu", l->key, count, roles);
+        char prefix[LF_LAYOUT_NAME_MAX], name[LF_LAYOUT_NAME_MAX];
+        layer_prefix(l, prefix, sizeof prefix);
+        for (size_t i = 0; i < count; i++) {
+            snprintf(name, sizeof name, "%s%s", prefix, t[i].name);
+            int layer = -1;
+            const int r = lf__layout_layer_role(l, "", 8, name, &layer);
+            cr_assert_geq(r, 0, "%s: \"%s\" is no tensor the loader reads", l->key, name);
+            cr_expect_eq(layer, l->stack ? 7 : 0, "%s: \"%s\"", l->key, name);
+            cr_expect_str_eq(t[i].weight, l->layer[r].weight, "%s: \"%s\"", l->key, name);
+            cr_expect(t[i].ndim == l->layer[r].ndim && t[i].required == l->layer[r].required &&
+                          t[i].transposed == l->layer[r].transposed, "%s: \"%s\"", l->key, name);
         }
+        cr_assert_eq(lf_layout_tensors(l->key, LF_LAYOUT_MODEL, t, LF_R_COUNT + 1, &count, NULL, 0), LF_OK);
+        cr_expect_eq(count, l->model_count, "%s: %zu model tensors", l->key, count);
+        for (size_t i = 0; i < count; i++)
+            cr_expect(lf__layout_model_role(l, t[i].weight) && !strcmp(t[i].name, l->model[i].suffix), "%s: %s",
+                      l->key, t[i].name);
     }
+}
+
+Test(layouts, tensors_for_hosts_say_what_the_files_hold)
+{
+    lf_layout_tensor t[LF_R_COUNT];
+    size_t count = 0;
+    cr_assert_eq(lf_layout_tensors("lucidrains-attention", LF_LAYOUT_LAYER, t, LF_R_COUNT, &count, NULL, 0), LF_OK);
+    bool proj_k = false;
+    for (size_t i = 0; i < count; i++)
+        proj_k |= !strcmp(t[i].name, "proj_k") && !strcmp(t[i].weight, "e") && t[i].transposed && t[i].required;
+    cr_expect(proj_k, "lucidrains' proj_k is E^T, required");
+    cr_assert_eq(lf_layout_tensors("lucidrains-reversible", LF_LAYOUT_LAYER, t, LF_R_COUNT, &count, NULL, 0), LF_OK);
+    cr_expect_str_eq(t[0].name, "f.net.norm.weight", "a reversible block's first tensor");
+    cr_assert_eq(lf_layout_tensors("fairseq", LF_LAYOUT_LAYER, t, LF_R_COUNT, &count, NULL, 0), LF_OK);
+    size_t required = 0;
+    for (size_t i = 0; i < count; i++) required += t[i].required;
+    cr_expect(count == 18 && required == 10, "fairseq's layer: %zu tensors, %zu required", count, required);
+}
+
+Test(layouts, tensors_for_hosts_refuse_bad_arguments)
+{
+    lf_layout_tensor t[4];
+    memset(t, 0x5a, sizeof t);
+    size_t count = 99;
+    char err[512];
+    cr_expect_eq(lf_layout_tensors("fairseq", LF_LAYOUT_LAYER, t, 2, &count, err, sizeof err), LF_OK);
+    cr_expect_eq(count, 18, "the count is the part's, not the capacity's");
+    cr_expect(t[2].ndim == 0x5a5a5a5a, "an entry past the capacity was written");
+    const struct {
+        const char *layout;
+        int part;
+        bool no_out, no_count;
+        const char *named;
+    } bad[] = {{"lucid", LF_LAYOUT_LAYER, false, false, "layout \"lucid\" is not one of lucidrains-attention, "},
+               {NULL, LF_LAYOUT_MODEL, false, false, "layout NULL"},
+               {"fairseq", 2, false, false, "part 2"},
+               {"fairseq", -1, false, false, "part -1"},
+               {"fairseq", LF_LAYOUT_LAYER, true, false, "out is NULL but capacity is 4"},
+               {"fairseq", LF_LAYOUT_LAYER, false, true, "count is NULL"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        count = 99;
+        err[0] = 0;
+        cr_expect_eq(lf_layout_tensors(bad[i].layout, (lf_layout_part)bad[i].part, bad[i].no_out ? NULL : t, 4,
+                                       bad[i].no_count ? NULL : &count, err, sizeof err),
+                     LF_ERR_ARGUMENT, "case %zu", i);
+        cr_expect(strstr(err, bad[i].named), "case %zu: \"%s\" does not name \"%s\"", i, err, bad[i].named);
+        if (!bad[i].no_count) cr_expect_eq(count, 0, "case %zu: count %zu", i, count);
+    }
+    cr_expect_eq(lf_layout_tensors("fairseq", LF_LAYOUT_MODEL, NULL, 0, &count, NULL, 0), LF_OK, "a count alone");
+    cr_expect_eq(count, 9);
 }
 
 Test(layouts, layer_names_read_back_as_their_layer_and_role)

@@ -76,20 +76,20 @@ static const lf_role fairseq_head[] = {
     .position = LF_POSITION_KV, .norm = LF_NORM_PRE, .padding_idx = -1
 
 const lf_layout lf__layouts[LF_LAYOUT_COUNT] = {
-    [LF_LAYOUT_LUCID_ATTENTION] = {.name = "lucidrains' LinformerSelfAttention", .family = "lucidrains", .base = "",
+    [LF_LAYOUT_LUCID_ATTENTION] = {.name = "lucidrains' LinformerSelfAttention", .key = "lucidrains-attention", .family = "lucidrains", .base = "",
                                    .layer = lucid_attention, .position = LF_POSITION_KV, .norm = LF_NORM_PRE,
                                    .padding_idx = -1},
     /* an LM's row before the Linformer's it wraps: its marker decides */
-    [LF_LAYOUT_LUCID_LM] = {.name = "lucidrains' LinformerLM", .base = "linformer.net.", .stack = "layers.",
+    [LF_LAYOUT_LUCID_LM] = {.name = "lucidrains' LinformerLM", .key = "lucidrains-lm", .base = "linformer.net.", .stack = "layers.",
                             .marker = "token_emb.weight", .embed = LF_EMBED_REQUIRED, LUCID_MODEL},
-    [LF_LAYOUT_LUCID] = {.name = "lucidrains' Linformer", .base = "net.", .stack = "layers.", LUCID_MODEL},
+    [LF_LAYOUT_LUCID] = {.name = "lucidrains' Linformer", .key = "lucidrains", .base = "net.", .stack = "layers.", LUCID_MODEL},
     /* reversible=True: ReversibleSequence's blocks, each the same two sub-layers */
-    [LF_LAYOUT_LUCID_REV_LM] = {.name = "lucidrains' reversible LinformerLM", .base = "linformer.net.",
+    [LF_LAYOUT_LUCID_REV_LM] = {.name = "lucidrains' reversible LinformerLM", .key = "lucidrains-reversible-lm", .base = "linformer.net.",
                                 .stack = "blocks.", .reversible = true, .marker = "token_emb.weight",
                                 .embed = LF_EMBED_REQUIRED, LUCID_MODEL},
-    [LF_LAYOUT_LUCID_REV] = {.name = "lucidrains' reversible Linformer", .base = "net.", .stack = "blocks.",
+    [LF_LAYOUT_LUCID_REV] = {.name = "lucidrains' reversible Linformer", .key = "lucidrains-reversible", .base = "net.", .stack = "blocks.",
                              .reversible = true, LUCID_MODEL},
-    [LF_LAYOUT_FAIRSEQ] = {.name = "fairseq's encoder", .family = "fairseq", .base = "", .stack = "layers.",
+    [LF_LAYOUT_FAIRSEQ] = {.name = "fairseq's encoder", .key = "fairseq", .family = "fairseq", .base = "", .stack = "layers.",
                            .layer = fairseq_layer, .model = fairseq_model, .model_count = COUNT(fairseq_model),
                            .head = fairseq_head, .head_count = COUNT(fairseq_head),
                            .head_beside = "sentence_encoder.", .head_at = "lm_head.", .embed = LF_EMBED_OPTIONAL,
@@ -104,16 +104,23 @@ static const char *after(const char *s, const char *prefix)
     return strncmp(s, prefix, n) == 0 ? s + n : NULL;
 }
 
-void lf__layout_layer_name(const lf_layout *l, const char *stem, int layer, lf_role_id role, char *out, size_t size)
+void lf__layout_role_name(const lf_layout *l, lf_role_id role, char *out, size_t size)
 {
     const char *suffix = l->layer[role].suffix;
-    if (!l->stack)
-        snprintf(out, size, "%s%s", stem, suffix);
-    else if (l->reversible)
-        snprintf(out, size, "%s%s%s%d.%s.net.%s", stem, l->base, l->stack, layer, suffix[0] == '0' ? "f" : "g",
-                 suffix + 2);
+    if (l->reversible)
+        snprintf(out, size, "%s.net.%s", suffix[0] == '0' ? "f" : "g", suffix + 2);
     else
-        snprintf(out, size, "%s%s%s%d.%s", stem, l->base, l->stack, layer, suffix);
+        snprintf(out, size, "%s", suffix);
+}
+
+void lf__layout_layer_name(const lf_layout *l, const char *stem, int layer, lf_role_id role, char *out, size_t size)
+{
+    char rest[LF_ROLE_NAME_MAX];
+    lf__layout_role_name(l, role, rest, sizeof rest);
+    if (!l->stack)
+        snprintf(out, size, "%s%s", stem, rest);
+    else
+        snprintf(out, size, "%s%s%s%d.%s", stem, l->base, l->stack, layer, rest);
 }
 
 /* What follows "{i}." of a layer below `layers` as lf__layout_layer_name
@@ -129,13 +136,13 @@ static const char *layer_rest(const lf_layout *l, const char *p, int layers, int
     return p + 1;
 }
 
-/* Whether `rest`, what follows a layer's index, is a role's suffix as lf__layout_layer_name writes it. */
-static bool is_suffix(const lf_layout *l, const char *rest, const char *suffix)
+/* Whether `rest`, what follows a layer's index, names role r as lf__layout_layer_name writes it. */
+static bool is_role(const lf_layout *l, const char *rest, int r)
 {
-    if (!suffix) return false;
-    if (!l->reversible) return strcmp(rest, suffix) == 0;
-    const char *p = after(rest, suffix[0] == '0' ? "f.net." : "g.net.");
-    return p && strcmp(p, suffix + 2) == 0;
+    char name[LF_ROLE_NAME_MAX];
+    if (!l->layer[r].suffix) return false;
+    lf__layout_role_name(l, (lf_role_id)r, name, sizeof name);
+    return strcmp(rest, name) == 0;
 }
 
 int lf__layout_layer_role(const lf_layout *l, const char *stem, int layers, const char *name, int *layer)
@@ -144,7 +151,7 @@ int lf__layout_layer_role(const lf_layout *l, const char *stem, int layers, cons
     *layer = 0;
     if (rest && l->stack) rest = layer_rest(l, rest, layers, layer);
     for (int r = 0; rest && r < LF_R_COUNT; r++)
-        if (is_suffix(l, rest, l->layer[r].suffix)) return r;
+        if (is_role(l, rest, r)) return r;
     return -1;
 }
 
@@ -153,6 +160,49 @@ const lf_role *lf__layout_model_role(const lf_layout *l, const char *weight)
     for (size_t r = 0; r < l->model_count; r++)
         if (strcmp(l->model[r].weight, weight) == 0) return &l->model[r];
     return NULL;
+}
+
+/* ---- The table for hosts (linformer.h) ---- */
+
+_Static_assert(sizeof((lf_layout_tensor *)0)->name == LF_ROLE_NAME_MAX, "lf_layout_tensor.name holds a role's name");
+
+lf_status lf_layout_tensors(const char *layout, lf_layout_part part, lf_layout_tensor *out, size_t capacity,
+                            size_t *count, char *errbuf, size_t errbuf_size)
+{
+    if (!count) return lf__fail_buf(errbuf, errbuf_size, LF_ERR_ARGUMENT, "count is NULL");
+    *count = 0;
+    if (!out && capacity)
+        return lf__fail_buf(errbuf, errbuf_size, LF_ERR_ARGUMENT, "out is NULL but capacity is %zu", capacity);
+    if (part != LF_LAYOUT_LAYER && part != LF_LAYOUT_MODEL)
+        return lf__fail_buf(errbuf, errbuf_size, LF_ERR_ARGUMENT, "part %d is neither LF_LAYOUT_LAYER nor "
+                            "LF_LAYOUT_MODEL", (int)part);
+    const lf_layout *l = NULL;
+    char keys[256] = "";
+    for (int i = 0; i < LF_LAYOUT_COUNT && !l; i++) {
+        if (layout && strcmp(layout, lf__layouts[i].key) == 0) l = &lf__layouts[i];
+        snprintf(keys + strlen(keys), sizeof keys - strlen(keys), "%s%s", i ? ", " : "", lf__layouts[i].key);
+    }
+    if (!l)
+        return lf__fail_buf(errbuf, errbuf_size, LF_ERR_ARGUMENT, "layout %s%s%s is not one of %s",
+                            layout ? "\"" : "", layout ? layout : "NULL", layout ? "\"" : "", keys);
+    const bool model = part == LF_LAYOUT_MODEL;
+    const lf_role *roles = model ? l->model : l->layer;
+    size_t n = 0;
+    for (size_t r = 0; r < (model ? l->model_count : LF_R_COUNT); r++) {
+        if (!roles[r].suffix) continue;
+        if (n < capacity) {
+            lf_layout_tensor *t = &out[n];
+            *t = (lf_layout_tensor){.weight = roles[r].weight, .ndim = roles[r].ndim, .required = roles[r].required,
+                                    .transposed = roles[r].transposed};
+            if (model)
+                snprintf(t->name, sizeof t->name, "%s", roles[r].suffix);
+            else
+                lf__layout_role_name(l, (lf_role_id)r, t->name, sizeof t->name);
+        }
+        n++;
+    }
+    *count = n;
+    return LF_OK;
 }
 
 /* ---- __metadata__ ---- */

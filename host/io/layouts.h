@@ -2,9 +2,9 @@
  * layouts.h - the state-dict layouts the loaders read, one row each: where a
  * layer's and a model's tensors sit (name templates and the weight each
  * sets), and what a layout means where the shapes cannot say. Adding a layout
- * is adding a row to layouts.c; python/linformer_cl/layouts.py names the same
- * tensors (tests/test_layouts.c holds the two to it). Here too: the one
- * inference of a layer's attention config from its tensors.
+ * is adding a row to layouts.c; the Python package reads the same rows
+ * through lf_layout_tensors. Here too: the one inference of a layer's
+ * attention config from its tensors.
  */
 #ifndef LF_LAYOUTS_H
 #define LF_LAYOUTS_H
@@ -13,7 +13,8 @@
 #include "safetensors.h"
 
 #define LF_NAME_MAX 256                        /* a model's stem */
-#define LF_LAYOUT_NAME_MAX (LF_NAME_MAX + 128) /* a tensor's name */
+#define LF_ROLE_NAME_MAX 128                   /* what follows a layer's "{i}." (lf_layout_tensor.name) */
+#define LF_LAYOUT_NAME_MAX (LF_NAME_MAX + LF_ROLE_NAME_MAX) /* a tensor's name */
 
 /* A layer's tensors, by what they are. */
 typedef enum { LF_R_LN1_G, LF_R_LN1_B, LF_R_WQ, LF_R_BQ, LF_R_WK, LF_R_BK, LF_R_WV, LF_R_BV, LF_R_E, LF_R_F, LF_R_WO,
@@ -34,6 +35,7 @@ typedef enum { LF_EMBED_NONE, LF_EMBED_OPTIONAL, LF_EMBED_REQUIRED } lf_embed_ru
 
 typedef struct {
     const char *name;   /* in messages: "lucidrains' LinformerLM" */
+    const char *key;    /* lf_layout_tensors' name of it: "lucidrains-lm" */
     const char *family; /* lf_model_info.layout: "lucidrains" or "fairseq" */
     const char *base;   /* between the model's stem and its stack ("linformer.net.") */
     const char *stack;  /* what "{i}." follows ("layers."); NULL: the file is one layer */
@@ -62,6 +64,10 @@ extern const lf_layout lf__layouts[LF_LAYOUT_COUNT];
 /* Layer `layer`'s tensor `role` of a layout whose model sits at `stem`: stem
  * base stack "{layer}." suffix (a one-layer layout: stem suffix). */
 void lf__layout_layer_name(const lf_layout *l, const char *stem, int layer, lf_role_id role, char *out, size_t size);
+
+/* What follows a layer's "{i}." in the name of its tensor `role` (a
+ * reversible block's "f.net." or "g.net." for the role's "0." or "1."). */
+void lf__layout_role_name(const lf_layout *l, lf_role_id role, char *out, size_t size);
 
 /* The role of a layer tensor `name` of a model at `stem` with `layers`
  * layers, -1 for another name; *layer gets its layer. One pass over the

@@ -1,4 +1,4 @@
-"""Building a model in memory: tensors handed to the shaped setters by a layout's table (layouts.py)."""
+"""Building a model in memory: tensors handed to the shaped setters by a layout's rows (layouts.py)."""
 import contextlib
 import ctypes
 
@@ -6,7 +6,6 @@ import numpy as np
 
 from . import _native as n
 from .errors import ArgumentError
-from .layouts import TRANSPOSED
 from .load import stack_info
 from .model import Model, is_torch, torch_values
 
@@ -25,22 +24,23 @@ def torch_tensor(name, value):
     return value
 
 
-def _array(name, tensor, stored):
+def _array(name, tensor, transposed):
     """A float32 C-ordered copy of a tensor, in the layout the library takes."""
     t = torch_values(f"tensor \"{name}\"", torch_tensor(name, tensor))
     if not t.is_floating_point():
         raise ArgumentError(f"tensor \"{name}\" is {t.dtype}, not a floating-point tensor")
     a = t.float().numpy()
-    return np.ascontiguousarray(a.T if stored == TRANSPOSED else a)
+    return np.ascontiguousarray(a.T if transposed else a)
 
 
 def set_weights(ctx, setter, table, state, prefix, skip=()):
-    """Hands every tensor of `table` found under prefix (less the names in skip) to setter(name, dims, ndims, data)."""
-    for name, tensor_name, stored in table:
+    """Hands every tensor of `table` (layouts.tensors' rows) found under prefix (less the names in skip) to
+    setter(name, dims, ndims, data)."""
+    for name, tensor_name, transposed, _ in table:
         full = prefix + tensor_name
         if full not in state or name in skip:
             continue  # an optional tensor (a bias); a missing required one is named by the library
-        a = _array(full, state[full], stored)
+        a = _array(full, state[full], transposed)
         dims = (ctypes.c_size_t * max(a.ndim, 1))(*a.shape)
         try:
             ctx.check(setter(name.encode(), dims, a.ndim, a.ctypes.data_as(n.floats)))

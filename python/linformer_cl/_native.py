@@ -55,6 +55,11 @@ class ModelConfig(Structure):
                 ("emb_norm", c_int), ("final_norm", c_int), ("head_bias", c_int)]
 
 
+class LayoutTensor(Structure):
+    _fields_ = [("weight", c_char_p), ("name", c_char * 128), ("ndim", c_int), ("required", c_int),
+                ("transposed", c_int)]
+
+
 class StageTime(Structure):
     _fields_ = [("stage", c_char_p), ("ms", c_double), ("commands", c_uint)]
 
@@ -95,6 +100,7 @@ FUNCTIONS = {
     "lf_mode_name": (c_char_p, [c_int]),
     "lf_mode_parse": (status, [c_char_p, P(c_int)]),
     "lf_model_load": (status, [handle, c_char_p, P(ModelOptions), P(handle)]),
+    "lf_layout_tensors": (status, [c_char_p, c_int, P(LayoutTensor), c_size_t, sizes, c_char_p, c_size_t]),
     "lf_model_config_init": (None, [P(ModelConfig), c_int, c_int, c_int, c_int, c_int]),
     "lf_model_create": (status, [handle, P(ModelConfig), P(AttentionConfig), P(handle)]),
     "lf_model_set_weight_shaped": (status, [handle, c_int, c_char_p, sizes, c_size_t, floats]),

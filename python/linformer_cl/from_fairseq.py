@@ -17,17 +17,12 @@ from ._context import INT_MAX, c_integer
 from ._kernels import open_context
 from .convert import DROPPED_SUFFIXES
 from .errors import ArgumentError, FormatError, UnsupportedError
-from .layouts import FAIRSEQ_LAYER, FAIRSEQ_MODEL
+from .layouts import LAYER, MODEL, tensors
 from .model import torch_values
 
 PROBE = "layers.0.self_attn.q_proj.weight"
 ACTIVATIONS = {"gelu": GELU, "gelu_accurate": GELU_TANH, "gelu_fast": GELU_TANH, "gelu_tanh": GELU_TANH,
                "relu": RELU}
-# What every layer must have, as host/io/layouts.c says: its biases and projections are optional.
-REQUIRED = ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
-            "self_attn.out_proj.weight", "self_attn_layer_norm.weight", "self_attn_layer_norm.bias",
-            "final_layer_norm.weight", "final_layer_norm.bias", "fc1.weight", "fc2.weight")
-PROJECTIONS = ("self_attn.compress_k.weight", "self_attn.compress_v.weight")
 
 
 def _arg(args, key, default=None):
@@ -54,8 +49,11 @@ def _shape(state, name):
 
 def _check_tensors(state, stem, layers, shared):
     """Refuses what lf_model_load refuses of the same tensors in a file, naming the tensor."""
-    known = {stem + name for _, name, _ in FAIRSEQ_MODEL}
-    known |= {f"{stem}layers.{i}.{name}" for i in range(layers) for _, name, _ in FAIRSEQ_LAYER}
+    layer_rows = tensors("fairseq", LAYER)
+    known = {stem + name for _, name, _, _ in tensors("fairseq", MODEL)}
+    known |= {f"{stem}layers.{i}.{name}" for i in range(layers) for _, name, _, _ in layer_rows}
+    required = [name for _, name, _, needed in layer_rows if needed]  # its biases and projections are optional
+    projections = [name for weight, name, _, _ in layer_rows if weight in ("e", "f")]
     for name in state:
         if isinstance(name, str) and name.startswith(stem) and name not in known and \
                 not name.endswith(DROPPED_SUFFIXES):  # fairseq's bookkeeping buffers, which the converter drops
@@ -63,12 +61,12 @@ def _check_tensors(state, stem, layers, shared):
     ff_biases = [f"{stem}layers.0.{fc}.bias" in state for fc in ("fc1", "fc2")]
     for i in range(layers):
         base = f"{stem}layers.{i}."
-        missing = next((base + name for name in REQUIRED if base + name not in state), None)
+        missing = next((base + name for name in required if base + name not in state), None)
         if missing:
             raise ArgumentError(f"tensor \"{missing}\" is missing")
         if [base + f"{fc}.bias" in state for fc in ("fc1", "fc2")] != ff_biases:
             raise UnsupportedError(f"layer {i}'s feed-forward differs from layer 0's in its biases")
-        for name in PROJECTIONS:  # fairseq names the layerwise projection in every layer: only it may be here
+        for name in projections:  # fairseq names the layerwise projection in every layer: only it may be here
             if shared is not None and base + name in state and not _same(base + name, state, stem):
                 raise FormatError(f"tensor \"{base}{name}\" is a projection of the layer's own beside the layerwise "
                                   f"\"{stem}compress_layer.weight\"")
@@ -143,8 +141,8 @@ def from_fairseq(state, args, device=None, cache_dir=None):
     skip = ("e", "f") if cfg.layers and attn[0].sharing == SHARE_LAYERWISE else ()  # the layers' aliases of it
     ctx = open_context(device, cache_dir)
     try:
-        return build_stack(ctx, cfg, attn, state, FAIRSEQ_LAYER, lambda i: f"{stem}layers.{i}.", FAIRSEQ_MODEL, stem,
-                           skip)
+        return build_stack(ctx, cfg, attn, state, tensors("fairseq", LAYER), lambda i: f"{stem}layers.{i}.",
+                           tensors("fairseq", MODEL), stem, skip)
     except BaseException:
         ctx.close()
         raise

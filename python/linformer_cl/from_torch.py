@@ -14,7 +14,7 @@ from ._build import ENCODER, GELU, GELU_TANH, LM, NORM_PRE, RELU, SHARE_HEADWISE
 from ._build import closed_on_error, set_weights
 from ._kernels import open_context
 from .errors import ArgumentError, UnsupportedError
-from .layouts import LUCIDRAINS_ATTENTION, LUCIDRAINS_BLOCK, LUCIDRAINS_LM
+from .layouts import LAYER, MODEL, tensors
 from ._kernels import PathLike
 from .load import DeviceArg, layer_info
 from .model import Model
@@ -86,7 +86,7 @@ def _layer(ctx, att):
     ctx.check(n.lib.lf_attention_create(ctx.handle, ctypes.byref(cfg), None, ctypes.byref(handle)))
     with closed_on_error(Model(ctx, handle, None, is_layer=True)) as model:
         setter = lambda name, dims, ndims, data: n.lib.lf_attention_set_weight_shaped(handle, name, dims, ndims, data)
-        set_weights(ctx, setter, LUCIDRAINS_ATTENTION, att.state_dict(), "")
+        set_weights(ctx, setter, tensors("lucidrains-attention", LAYER), att.state_dict(), "")
         n.lib.lf_attention_config_get(handle, ctypes.byref(cfg))
         model.info = layer_info(cfg, 0)
     return model
@@ -94,8 +94,8 @@ def _layer(ctx, att):
 
 def _stack(ctx, module, linformer, lm, stem):
     cfg, attn = model_config(linformer, lm)
-    return build_stack(ctx, cfg, attn, module.state_dict(), LUCIDRAINS_BLOCK, lambda i: f"{stem}net.layers.{i}.",
-                       LUCIDRAINS_LM if lm is not None else (), "")
+    return build_stack(ctx, cfg, attn, module.state_dict(), tensors("lucidrains", LAYER),
+                       lambda i: f"{stem}net.layers.{i}.", tensors("lucidrains-lm", MODEL) if lm is not None else (), "")
 
 
 def from_torch(module, device: DeviceArg = None, *, args=None, cache_dir: Optional[PathLike] = None) -> Model:

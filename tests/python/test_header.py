@@ -12,8 +12,9 @@ HEADER = os.path.join(ROOT, "include", "linformer.h")
 PROTOTYPE = re.compile(r"LF_API\s+([^;(]*?)\b(lf_\w+)\s*\(([^)]*)\)\s*;", re.S)
 STRUCTS = {"lf_device_info": n.DeviceInfo, "lf_attention_config": n.AttentionConfig, "lf_load_options": n.LoadOptions,
            "lf_tensor_info": n.TensorInfo, "lf_model_options": n.ModelOptions, "lf_model_info": n.ModelInfo,
-           "lf_model_config": n.ModelConfig, "lf_stage_time": n.StageTime}
-ENUMS = {"lf_status", "lf_mode", "lf_model_kind", "lf_activation", "lf_norm", "lf_dtype", "lf_proj_kind"}
+           "lf_model_config": n.ModelConfig, "lf_stage_time": n.StageTime, "lf_layout_tensor": n.LayoutTensor}
+ENUMS = {"lf_status", "lf_mode", "lf_model_kind", "lf_activation", "lf_norm", "lf_dtype", "lf_proj_kind",
+         "lf_layout_part"}
 HANDLES = {"lf_context", "lf_attention", "lf_model", "lf_tensor_file", "lf_projection"}
 SCALARS = {"int": ctypes.c_int, "unsigned": ctypes.c_uint, "size_t": ctypes.c_size_t, "float": ctypes.c_float,
            "int32_t": ctypes.c_int32, "int64_t": ctypes.c_int64, "uint64_t": ctypes.c_uint64, "double": ctypes.c_double}
