@@ -1,6 +1,6 @@
 """Load test of linformer-serve on loopback: exact answers under dynamic batching.
 
-    python bench/serve_load.py MODEL [--device SEL|all] [--clients 4] [--requests 50]
+    python bench/serve_load.py MODEL [--device SEL|all] [--gemm host|clblast] [--clients 4] [--requests 50]
 
 Starts the server on 127.0.0.1 (free ports), then C clients each send R
 requests of random lengths. Every answer is compared, bit for bit, with a
@@ -33,13 +33,11 @@ import urllib.request
 
 import numpy as np
 
-# The server's instances and the direct forwards here use the same GEMMs.
-os.environ.setdefault("LINFORMER_GEMM", "clblast")
-import linformer_cl  # noqa: E402  (after LINFORMER_GEMM: a context reads it once)
-import tritonclient.grpc as grpc  # noqa: E402
-import tritonclient.http as http  # noqa: E402
-from tritonclient.utils import InferenceServerException  # noqa: E402
-from serve_hostile import HostileClient, read_status  # noqa: E402
+import linformer_cl
+import tritonclient.grpc as grpc
+import tritonclient.http as http
+from tritonclient.utils import InferenceServerException
+from serve_hostile import HostileClient, read_status
 
 HOST = "127.0.0.1"
 
@@ -337,8 +335,14 @@ def parse_args():
     p.add_argument("--hostile", type=int, default=0, metavar="ROUNDS",
                    help="rounds of every hostile request (serve_hostile.py): lies, overflows, tokens, connections")
     p.add_argument("--grpc-only", action="store_true", help="serve and send over gRPC alone (the server's --no-http)")
+    p.add_argument("--gemm", choices=("host", "clblast"),
+                   help="LINFORMER_GEMM of the server and of the direct forwards (default: as set, else the "
+                        "library's choice for the device)")
     p.add_argument("--log", default="serve_load.log", help="the server's output")
-    return p.parse_args()
+    args = p.parse_args()
+    if args.gemm:  # read as each context is made: the server's instances inherit it, the direct forwards here too
+        os.environ["LINFORMER_GEMM"] = args.gemm
+    return args
 
 
 def report(load, elapsed, sizes, exact, per_device):

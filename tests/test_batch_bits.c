@@ -1,7 +1,8 @@
 /*
  * test_batch_bits.c - a sequence's output bits do not depend on its
- * batch-mates: the same sequence alone (batch 1), beside one other (batch 2)
- * or among 16 of mixed lengths gives the same bits, for a layer in every mode
+ * batch-mates: the same sequence alone (batch 1, padded or as n = its own
+ * length), beside one other (batch 2) or among 16 of mixed lengths gives the
+ * same bits, for a layer in every mode
  * and for whole models, on whichever GEMM backend the context has (ctest runs
  * this once more with LINFORMER_GEMM=clblast).
  */
@@ -42,7 +43,20 @@ static void run(const subject *s, const float *x, const int64_t *ids, int first,
     cr_assert_eq(st, LF_OK, "%s, batch %d: %s", s->name, batch, lf_context_last_error(ctx));
 }
 
-/* Sequence b of the batch of 16 against the same sequence alone and in pairs. */
+/* Sequence b of x or ids alone, unpadded: batch 1 of n = its length rows, as a
+ * server runs a request that came alone. */
+static void run_unpadded(const subject *s, const float *x, const int64_t *ids, int b, int len, float *y)
+{
+    const size_t in_rows = (size_t)b * s->n;
+    lf_test_poison(y, (size_t)len * s->width_out);
+    lf_status st = s->layer ? lf_attention_forward(s->layer, x + in_rows * s->width_in, y, 1, len, NULL)
+                            : lf_model_forward(s->model, s->tokens ? NULL : x + in_rows * s->width_in,
+                                               s->tokens ? ids + in_rows : NULL, y, 1, len, NULL);
+    cr_assert_eq(st, LF_OK, "%s, n %d: %s", s->name, len, lf_context_last_error(ctx));
+}
+
+/* Sequence b of the batch of 16 against the same sequence alone (padded and
+ * not) and in pairs. */
 static void expect_batch_independent(const subject *s)
 {
     const int32_t pattern[BATCH] = {37, 1, 20, 36, 0, 37, 9, 29, 37, 5, 18, 33, 2, 37, 24, 11};
@@ -59,6 +73,12 @@ static void expect_batch_independent(const subject *s)
         run(s, x, ids, b, 1, lens, few);
         cr_expect_eq(memcmp(few, all + b * seq_out, seq_out * sizeof *few), 0,
                      "%s: sequence %d (length %d) alone differs from it in a batch of %d", s->name, b, lens[b], BATCH);
+        if (lens[b]) {
+            run_unpadded(s, x, ids, b, lens[b], few);
+            cr_expect_eq(memcmp(few, all + b * seq_out, (size_t)lens[b] * s->width_out * sizeof *few), 0,
+                         "%s: sequence %d alone as n = its length %d differs from it in a batch of %d of n = %d",
+                         s->name, b, lens[b], BATCH, s->n);
+        }
         if (b % 2) continue;
         run(s, x, ids, b, 2, lens, few);
         cr_expect_eq(memcmp(few, all + b * seq_out, 2 * seq_out * sizeof *few), 0,

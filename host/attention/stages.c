@@ -80,7 +80,7 @@ static lf_status project_qkv(const lf_pass *p, cl_mem x, bool own_keys)
     cl_mem qkv = p->ws->buf[LF_WS_QKV];
     lf_gemm_args g = {.trans_b = true, .m = rows, .n = width, .k = pl->cfg.d_model, .alpha = 1.0f,
                       .a = x, .lda = pl->cfg.d_model, .b = p->w->buf[LF_BUF_QKV], .ldb = pl->cfg.d_model,
-                      .c = qkv, .ldc = width, .seq_rows = p->n, .what = width == pl->cols ? "gemm qkv" : "gemm q"};
+                      .c = qkv, .ldc = width, .seq_rows = p->n, .seq_lengths = p->lengths, .what = width == pl->cols ? "gemm qkv" : "gemm q"};
     LF_TRY(lf__gemm(p->ctx, &g, p->tl));
     const lf_bias_rows_args b = {.y = qkv, .ld = (int)width, .cols = (int)width, .rows = (int)rows,
                                  .bias = p->w->buf[LF_BUF_B_QKV], .lengths = p->ws->buf[LF_WS_LENGTHS],
@@ -287,7 +287,9 @@ static lf_status attend_gemm(const lf_pass *p, lf_view q, lf_view k, lf_view v, 
         if (len == 0) continue;
         for (size_t h0 = 0; h0 < heads; h0 += chunk) {
             const size_t hc = heads - h0 < chunk ? heads - h0 : chunk, kvh0 = pl->kvh == 1 ? 0 : h0;
-            lf_gemm_args s = {.trans_b = true, .m = n, .n = nk, .k = dh, .alpha = pl->cfg.scale,
+            /* the valid queries and keys only: the GEMM a sequence alone of its length makes */
+            lf_gemm_args s = {.trans_b = true, .m = (size_t)len, .n = (size_t)keys_valid, .k = dh,
+                              .alpha = pl->cfg.scale,
                               .a = q.buf, .a_off = q.off + b * q.bstride + h0 * dh, .lda = q.ld, .a_stride = dh,
                               .b = k.buf, .b_off = k.off + b * k.bstride + kvh0 * dh, .ldb = k.ld,
                               .b_stride = kv_step, .c = scores, .ldc = nk, .c_stride = n * nk, .batch = hc,
@@ -317,7 +319,7 @@ static lf_status output(const lf_pass *p, cl_mem y, float beta)
     const size_t rows = (size_t)p->batch * p->n, D = pl->cfg.d_model;
     lf_gemm_args g = {.trans_b = true, .m = rows, .n = D, .k = pl->qdim, .alpha = 1.0f,
                       .a = p->ws->buf[LF_WS_ATTENTION], .lda = pl->qdim, .b = p->w->buf[LF_BUF_O], .ldb = pl->qdim,
-                      .beta = beta, .c = y, .ldc = D, .seq_rows = p->n, .what = "gemm out"};
+                      .beta = beta, .c = y, .ldc = D, .seq_rows = p->n, .seq_lengths = p->lengths, .what = "gemm out"};
     LF_TRY(lf__gemm(p->ctx, &g, p->tl));
     const lf_bias_rows_args b = {.y = y, .ld = (int)D, .cols = (int)D, .rows = (int)rows,
                                  .bias = p->w->buf[LF_BUF_B_O], .has_bias = pl->cfg.bias_out,

@@ -27,6 +27,13 @@ typedef struct {
      * many sequences share the call (a BLAS blocks and threads by m). 0 = one
      * GEMM over all m rows. */
     size_t seq_rows;
+    /* With seq_rows: each sequence's own rows, [m / seq_rows] on the host (the
+     * forward's lengths); NULL = all seq_rows. The host BLAS then runs each
+     * sequence's GEMM over its own rows only, the very call the sequence makes
+     * alone, so that a padded batch gives each one its bits alone (the rows
+     * past a length are left as they were). CLBlast's kernels give a row the
+     * same bits whatever m is, and run every row. */
+    const int32_t *seq_lengths;
     const char *what; /* stage name in profiles; NULL = "gemm" */
 } lf_gemm_args;
 lf_status lf__gemm(lf_context *ctx, const lf_gemm_args *g, lf_timeline *t);

@@ -254,10 +254,13 @@ static void host_sgemm(const lf_context *ctx, const lf_gemm_args *g, const float
     const enum CBLAS_TRANSPOSE ta = g->trans_a ? CblasTrans : CblasNoTrans;
     const enum CBLAS_TRANSPOSE tb = g->trans_b ? CblasTrans : CblasNoTrans;
     const size_t batch = g->batch > 1 ? g->batch : 1;
-    for (size_t i = 0; i < batch; i++)
-        ctx->host_blas->sgemm(CblasRowMajor, ta, tb, (int)g->m, (int)g->n, (int)g->k, g->alpha,
-                              a + i * g->a_stride, (int)g->lda, b + i * g->b_stride, (int)g->ldb, g->beta,
-                              c + i * g->c_stride, (int)g->ldc);
+    for (size_t i = 0; i < batch; i++) {
+        const int m = g->seq_lengths ? g->seq_lengths[i] : (int)g->m;
+        if (m > 0)
+            ctx->host_blas->sgemm(CblasRowMajor, ta, tb, m, (int)g->n, (int)g->k, g->alpha, a + i * g->a_stride,
+                                  (int)g->lda, b + i * g->b_stride, (int)g->ldb, g->beta, c + i * g->c_stride,
+                                  (int)g->ldc);
+    }
 }
 
 /* What CLBlast checks before it runs, so both backends refuse the same calls. */
@@ -329,7 +332,7 @@ static lf_gemm_args per_sequence(const lf_gemm_args *g)
 lf_status lf__gemm_limited(lf_context *ctx, const lf_gemm_args *g, lf_timeline *t, size_t limit)
 {
     if (g->m == 0 || g->n == 0 || g->k == 0) return LF_OK;
-    if (g->seq_rows && (g->trans_a || g->batch > 1 || g->m % g->seq_rows))
+    if ((g->seq_rows && (g->trans_a || g->batch > 1 || g->m % g->seq_rows)) || (g->seq_lengths && !g->seq_rows))
         return lf__fail(ctx, LF_ERR_ARGUMENT, "GEMM %zux%zux%zu: %zu rows are not whole sequences of %zu rows",
                         g->m, g->n, g->k, g->m, g->seq_rows);
     const lf_gemm_args s = g->seq_rows ? per_sequence(g) : *g;

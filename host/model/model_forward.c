@@ -45,7 +45,7 @@ static lf_status feed_forward(const lf_run *r, const lf_model_layer *L, cl_mem i
     const lf_model_spec *c = &m->cfg;
     const size_t D = c->info.d_model, F = c->info.d_ff, F2 = F * (c->info.glu ? 2 : 1);
     lf_gemm_args g1 = {.trans_b = true, .m = r->rows, .n = F2, .k = D, .alpha = 1.0f, .a = in, .lda = D,
-                       .b = L->t[LF_L_W1], .ldb = D, .c = act(r, LF_A_FF), .ldc = F2, .seq_rows = r->n,
+                       .b = L->t[LF_L_W1], .ldb = D, .c = act(r, LF_A_FF), .ldc = F2, .seq_rows = r->n, .seq_lengths = r->lengths,
                        .what = "gemm ffn1"};
     LF_TRY(lf__gemm(m->ctx, &g1, &m->tl));
     const lf_bias_act_args ba = {.y = act(r, LF_A_FF), .ld = (int)F2, .cols = (int)F, .rows = (int)r->rows,
@@ -54,7 +54,7 @@ static lf_status feed_forward(const lf_run *r, const lf_model_layer *L, cl_mem i
     LF_TRY(lf__launch_bias_act(m->ctx, &ba, &m->tl));
     lf_gemm_args g2 = {.trans_b = true, .m = r->rows, .n = D, .k = F, .alpha = 1.0f, .beta = 1.0f,
                        .a = act(r, LF_A_FF), .lda = F2, .b = L->t[LF_L_W2], .ldb = F, .c = out, .ldc = D,
-                       .seq_rows = r->n, .what = "gemm ffn2"};
+                       .seq_rows = r->n, .seq_lengths = r->lengths, .what = "gemm ffn2"};
     LF_TRY(lf__gemm(m->ctx, &g2, &m->tl));
     const lf_bias_rows_args b2 = {.y = out, .ld = (int)D, .cols = (int)D, .rows = (int)r->rows,
                                   .bias = L->t[LF_L_B2], .has_bias = c->bias_ff2, .params = &m->params};
@@ -137,7 +137,7 @@ static lf_status head_transform(const lf_run *r, cl_mem *X)
     const size_t D = m->cfg.info.d_model;
     cl_mem H = act(r, LF_A_H);
     lf_gemm_args g = {.trans_b = true, .m = r->rows, .n = D, .k = D, .alpha = 1.0f, .a = *X, .lda = D,
-                      .b = m->m[LF_M_HEAD_DENSE_W], .ldb = D, .c = H, .ldc = D, .seq_rows = r->n, .what = "gemm head"};
+                      .b = m->m[LF_M_HEAD_DENSE_W], .ldb = D, .c = H, .ldc = D, .seq_rows = r->n, .seq_lengths = r->lengths, .what = "gemm head"};
     LF_TRY(lf__gemm(m->ctx, &g, &m->tl));
     const lf_bias_act_args ba = {.y = H, .ld = (int)D, .cols = (int)D, .rows = (int)r->rows,
                                  .bias = m->m[LF_M_HEAD_DENSE_B], .has_bias = 1, .act = m->cfg.info.activation,
@@ -161,7 +161,7 @@ static lf_status output(const lf_run *r, cl_mem y)
     if (lm && c->head_dense) LF_TRY(head_transform(r, &X));
     if (lm) {
         lf_gemm_args g = {.trans_b = true, .m = r->rows, .n = V, .k = D, .alpha = 1.0f, .a = X, .lda = D,
-                          .b = m->m[LF_M_HEAD_W], .ldb = D, .c = y, .ldc = V, .seq_rows = r->n,
+                          .b = m->m[LF_M_HEAD_W], .ldb = D, .c = y, .ldc = V, .seq_rows = r->n, .seq_lengths = r->lengths,
                           .what = "gemm logits"};
         LF_TRY(lf__gemm(m->ctx, &g, &m->tl));
     }

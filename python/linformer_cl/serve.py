@@ -156,10 +156,6 @@ def serve_until_signal(triton):
 
 def main(argv=None):
     args = parse_args(argv)
-    # Batching stays exact only where every GEMM gives each row the same bits
-    # whatever the batch around it: CLBlast's kernels do, the host BLAS picks
-    # its kernels by shape (docs/serving.md). Triton's processes inherit it.
-    os.environ.setdefault("LINFORMER_GEMM", "clblast")
     path = pathlib.Path(args.model).resolve()
     name = model_name(args)
     try:
