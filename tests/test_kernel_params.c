@@ -17,9 +17,9 @@
 
 /* The elementwise keys' defaults, the end of every default's printed form:
  * CPUs with 16-float vectors, with narrower ones, other devices. */
-#define CPU_EW ",vw=16,run=4,elementwise_wg=1"
-#define CPU8_EW ",vw=8,run=8,elementwise_wg=1"
-#define GPU_EW ",vw=1,run=1,elementwise_wg=0"
+#define CPU_EW ",vw=16,run=4,elementwise_wg=1,split=0"
+#define CPU8_EW ",vw=8,run=8,elementwise_wg=1,split=0"
+#define GPU_EW ",vw=1,run=1,elementwise_wg=0,split=0"
 
 static lf_context *ctx;
 static void setup(void)
@@ -127,10 +127,12 @@ Test(kernel_params, override_sets_the_keys_it_names)
          "variant=cpu,tk=32,tq=8,qb=4,qv=2,kb=8,softmax_wg=5,layernorm_wg=3" CPU_EW},
         {LF_DEVICE_GPU, 4, "variant=cpu", "variant=cpu,tk=32,tq=8,qb=8,qv=3,kb=4,softmax_wg=256,layernorm_wg=128" CPU8_EW},
         {LF_DEVICE_GPU, 16,
-         "variant=gpu,tk=1024,tq=4096,qb=1,qv=1,kb=1,softmax_wg=1,layernorm_wg=4096,vw=16,run=64,elementwise_wg=4096",
-         "variant=gpu,tk=1024,tq=4096,qb=1,qv=1,kb=1,softmax_wg=1,layernorm_wg=4096,vw=16,run=64,elementwise_wg=4096"},
+         "variant=gpu,tk=1024,tq=4096,qb=1,qv=1,kb=1,softmax_wg=1,layernorm_wg=4096,vw=16,run=64,elementwise_wg=4096,"
+         "split=16",
+         "variant=gpu,tk=1024,tq=4096,qb=1,qv=1,kb=1,softmax_wg=1,layernorm_wg=4096,vw=16,run=64,elementwise_wg=4096,"
+         "split=16"},
         {LF_DEVICE_CPU, 16, "elementwise_wg=0,vw=2",
-         "variant=cpu,tk=32,tq=8,qb=16,qv=2,kb=8,softmax_wg=256,layernorm_wg=128,vw=2,run=4,elementwise_wg=0"}};
+         "variant=cpu,tk=32,tq=8,qb=16,qv=2,kb=8,softmax_wg=256,layernorm_wg=128,vw=2,run=4,elementwise_wg=0,split=0"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const lf_kernel_params p = params_of(cases[i].type, cases[i].width, cases[i].text);
         cr_expect_str_eq(formatted(&p), cases[i].want, "%s", cases[i].text);
@@ -153,8 +155,8 @@ Test(kernel_params, bad_overrides_are_refused_by_name)
         {"tk=16x", "got \"16x\""}, {"tk=+4", "got \"+4\""}, {"tk= 4", "got \" 4\""}, {"tk=-4", "got \"-4\""},
         {"softmax_wg=99999999999999999999999999999999999999", "got \"99999999999999999999999999999999999999\""},
         {"foo=1",
-         "unknown key \"foo\"; the keys are variant, tk, tq, qb, qv, kb, softmax_wg, layernorm_wg, vw, run and "
-         "elementwise_wg"},
+         "unknown key \"foo\"; the keys are variant, tk, tq, qb, qv, kb, softmax_wg, layernorm_wg, vw, run, "
+         "elementwise_wg and split"},
         {"TK=8", "unknown key \"TK\""}, {"variant=GPU", "variant must be cpu or gpu, got \"GPU\""},
         {"variant=", "variant must be cpu or gpu, got \"\""}, {"tk=8,tk=8", "tk is given twice"},
         {"tk=8,", "an empty entry"}, {",tk=8", "an empty entry"}, {"tk", "\"tk\" is not key=value"},
@@ -165,7 +167,8 @@ Test(kernel_params, bad_overrides_are_refused_by_name)
         {"qv=0", "qv must be an integer from 1 to 4"}, {"kb=0", "kb must be an integer from 1 to 16, got \"0\""},
         {"kb=17", "kb must be an integer from 1 to 16"}, {"variant=gpu,kb=4", "variant=gpu takes kb=1, got kb=4"},
         {"vw=3", "vw must be 1, 2, 4, 8 or 16, got vw=3"}, {"vw=32", "vw must be an integer from 1 to 16"},
-        {"run=0", "run must be an integer from 1 to 64"}, {"elementwise_wg=-1", "got \"-1\""}};
+        {"run=0", "run must be an integer from 1 to 64"}, {"elementwise_wg=-1", "got \"-1\""},
+        {"split=17", "split must be an integer from 0 to 16, got \"17\""}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const lf_device_info dev = {.type = LF_DEVICE_CPU};
         setenv("LINFORMER_KERNEL_PARAMS", cases[i][0], 1);
@@ -326,8 +329,8 @@ Test(kernel_params, a_layer_keeps_the_parameters_it_was_created_with)
 Test(kernel_params, run_profile_prints_the_parameters)
 {
     static const char *const overrides[] = {
-        "variant=cpu,tk=5,tq=3,qb=8,qv=3,kb=3,softmax_wg=7,layernorm_wg=3,vw=4,run=3,elementwise_wg=2",
-        "variant=gpu,tk=7,tq=5,qb=1,qv=1,kb=1,softmax_wg=3,layernorm_wg=5,vw=2,run=5,elementwise_wg=3"};
+        "variant=cpu,tk=5,tq=3,qb=8,qv=3,kb=3,softmax_wg=7,layernorm_wg=3,vw=4,run=3,elementwise_wg=2,split=1",
+        "variant=gpu,tk=7,tq=5,qb=1,qv=1,kb=1,softmax_wg=3,layernorm_wg=5,vw=2,run=5,elementwise_wg=3,split=3"};
     for (size_t i = 0; i < 2; i++) {
         char cmd[1024], log[8192];
         snprintf(cmd, sizeof cmd, "LINFORMER_KERNEL_PARAMS=%s %s run --model %s/tests/data/models/encoder_short.model"

@@ -104,8 +104,48 @@ typedef struct {
     const char *what; /* the stage's name in the profile */
 } lf_compress_args;
 
+/* Slices of one sequence's sum of `len` terms for a GEMM of `tiles` 32 x 32
+ * output tiles (CLBlast's direct kernel's, bench/NOTES.md "GPU"): the
+ * override's split, else 1 on a CPU device, else enough for four tiles a
+ * compute unit, each slice of 256 terms or more, at most 16. */
+static int slices_of(const lf_pass *p, size_t tiles, int len)
+{
+    const size_t want = 4 * (size_t)p->ctx->info.compute_units;
+    int s = p->plan->params.split_sums;
+    if (!s && p->ctx->info.type != LF_DEVICE_CPU && tiles < want) {
+        s = (int)((want + tiles - 1) / tiles);
+        if (s > len / 256) s = len / 256;
+        if (s > 16) s = 16;
+    }
+    return s < 1 ? 1 : s > len ? len : s;
+}
+
+/* g, a GEMM of one sequence's E X into C (its k x ldc rows whole), in
+ * `slices` slices of its inner dimension: each slice's GEMM into the
+ * workspace, then C = ones^T [slices x k ldc], the slices added in order. */
+static lf_status gemm_in_slices(const lf_pass *p, const lf_gemm_args *g, int slices)
+{
+    const size_t len = g->k, step = (len + (size_t)slices - 1) / (size_t)slices, part = g->m * g->ldc;
+    const size_t count = (len + step - 1) / step; /* slices of step terms, the last one shorter */
+    LF_TRY(reserve(p, LF_WS_SLICES, (count * part + count) * sizeof(float), "slices of E x"));
+    cl_mem ws = p->ws->buf[LF_WS_SLICES];
+    for (size_t i = 0; i < count; i++) {
+        lf_gemm_args s = *g;
+        s.k = i + 1 < count ? step : len - i * step;
+        s.a_off = g->a_off + i * step;
+        s.b_off = g->b_off + i * step * g->ldb;
+        s.c = ws, s.c_off = i * part;
+        LF_TRY(lf__gemm(p->ctx, &s, p->tl));
+    }
+    LF_TRY(fill(p, ws, count * part, count, 1.0f));
+    const lf_gemm_args sum = {.m = 1, .n = part, .k = count, .alpha = 1.0f, .a = ws, .a_off = count * part,
+                              .lda = count, .b = ws, .ldb = part, .c = g->c, .c_off = g->c_off, .ldc = part,
+                              .what = "sum of slices"};
+    return lf__gemm(p->ctx, &sum, p->tl);
+}
+
 /* A matrix projection: one GEMM per sequence whose inner dimension is that
- * sequence's length (strided-batched over groups and heads). */
+ * sequence's length (strided-batched over groups and heads), or its slices. */
 static lf_status compress_matrix(const lf_pass *p, const lf_compress_args *a, cl_mem e, size_t e_gstride)
 {
     const lf_plan *pl = p->plan;
@@ -113,6 +153,8 @@ static lf_status compress_matrix(const lf_pass *p, const lf_compress_args *a, cl
     const size_t N = pl->cfg.max_seq_len;
     const bool per_head = pl->per_head_proj;
     const size_t width = per_head ? (size_t)a->head_cols : (size_t)a->cols;
+    const size_t gemms = per_head ? (size_t)a->groups * pl->kvh : (size_t)a->groups;
+    const size_t tiles = gemms * (((size_t)k + 31) / 32) * ((width + 31) / 32);
     for (int b = 0; b < p->batch; b++) {
         const size_t out_off = (size_t)b * k * a->out_ld;
         if (p->lengths[b] == 0) { /* the sum is empty: zero rows */
@@ -124,9 +166,10 @@ static lf_status compress_matrix(const lf_pass *p, const lf_compress_args *a, cl
                           .b = a->in, .b_off = a->in_off + (size_t)b * p->n * a->in_ld, .ldb = a->in_ld,
                           .b_stride = per_head ? width : (size_t)a->in_gstride,
                           .c = a->out, .c_off = out_off, .ldc = a->out_ld, .c_stride = width,
-                          .batch = per_head ? (size_t)a->groups * pl->kvh : (size_t)a->groups,
-                          .what = a->what};
-        LF_TRY(lf__gemm(p->ctx, &g, p->tl));
+                          .batch = gemms, .what = a->what};
+        /* slices only where the GEMMs write every column of the output rows, which the sum then adds whole */
+        const int slices = gemms * width == (size_t)a->out_ld ? slices_of(p, tiles, p->lengths[b]) : 1;
+        LF_TRY(slices > 1 ? gemm_in_slices(p, &g, slices) : lf__gemm(p->ctx, &g, p->tl));
     }
     return LF_OK;
 }

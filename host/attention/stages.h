@@ -21,7 +21,7 @@ typedef struct {
 
 /* Scratch buffers of forwards, each grown to the largest size asked for. */
 typedef enum { LF_WS_QKV, LF_WS_COMPRESSED, LF_WS_INPUT_COMPRESSED, LF_WS_ATTENTION, LF_WS_SCORES, LF_WS_LENGTHS,
-               LF_WS_ONES, LF_WS_ROW_SUMS, LF_WS_COUNT } lf_ws_id;
+               LF_WS_ONES, LF_WS_ROW_SUMS, LF_WS_SLICES, LF_WS_COUNT } lf_ws_id;
 typedef struct {
     cl_mem buf[LF_WS_COUNT];
     size_t cap[LF_WS_COUNT];

@@ -71,6 +71,7 @@ static const struct {
     {"vw", offsetof(lf_kernel_params, vector_width), 1, 16},
     {"run", offsetof(lf_kernel_params, vector_run), 1, 64},
     {"elementwise_wg", offsetof(lf_kernel_params, elementwise_group), 0, 4096},
+    {"split", offsetof(lf_kernel_params, split_sums), 0, 16},
 };
 #define KEYS (int)(sizeof keys / sizeof keys[0])
 #define VARIANT_KEY KEYS /* the index of "variant" among the values parsed */

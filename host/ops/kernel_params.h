@@ -39,6 +39,12 @@ typedef struct {
     int vector_width;      /* "vw": 1, 2, 4, 8 or 16 */
     int vector_run;        /* "run": vectors of one work-item */
     int elementwise_group; /* "elementwise_wg" */
+    /* The sequence projection E X of a sequence: its sum over the sequence in
+     * `split` slices, each a GEMM into a workspace, then a GEMM with a ones
+     * vector that adds them, for more work-groups than one short, wide GEMM
+     * gives a GPU. 0: from the device (stages.c; 1 on CPU devices), 1: one
+     * GEMM, 2-16: that many slices. */
+    int split_sums; /* "split" */
 } lf_kernel_params;
 
 typedef struct {
