@@ -3,9 +3,10 @@
  * affords (the Oclgrind stage runs these with its race and bounds checks on):
  * Linformer on the fused path and on the GEMM path (a k whose keys do not fit
  * local memory), dense and flash, causal dense, flash and pooled Linformer,
- * one key/value head, share_kv, mixed lengths. Against the double-precision
- * reference, on every device, in both variants of the attention kernel
- * (LINFORMER_KERNEL_PARAMS makes any device run either).
+ * one key/value head, share_kv, mixed lengths, the projection's sums in
+ * slices. Against the double-precision reference, on every device, in both
+ * variants of the attention kernel (LINFORMER_KERNEL_PARAMS makes any device
+ * run either).
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -128,4 +129,18 @@ Test(gpu_path, mixed_lengths_match_alone)
         snprintf(what, sizeof what, "mixed lengths, mode %s, causal %d", lf_mode_name(c.cfg.mode), modes[i].causal);
         check_variants(&c, what, true);
     }
+}
+
+/* The sequence projection's sums in slices (test_split_sums.c has every S):
+ * the slice GEMMs at offsets into one workspace, and the sum's, on the GPU path. */
+Test(gpu_path, split_sums)
+{
+    lf_case c = tiny(LF_MODE_LINFORMER, 5, false);
+    c.batch = 4, c.lengths = mixed;
+    c.cfg.bias_k = c.cfg.bias_v = 1;
+    setenv("LINFORMER_KERNEL_PARAMS", "variant=gpu,split=3", 1);
+    const double e = lf_case_run(ctx, &c), d = lf_case_batch_vs_alone(ctx, &c);
+    unsetenv("LINFORMER_KERNEL_PARAMS");
+    cr_expect_leq(e, TOL, "split=3: relative error %.3g", e);
+    cr_expect_leq(d, 1e-6, "split=3: a sequence in a batch differs from itself alone by %.3g", d);
 }
