@@ -596,6 +596,8 @@ typedef struct {
     const char *stage; /* a constant string */
     double ms;
     unsigned commands;
+    double flops; /* the arithmetic its commands do: 2 m n k a GEMM, the scores and P V of attention */
+    double bytes; /* the least their commands read and write: each operand once */
 } lf_stage_time;
 LF_API lf_status lf_attention_last_profile(lf_attention *layer, lf_stage_time *stages, size_t capacity,
                                            size_t *count);

@@ -1,8 +1,9 @@
 /*
  * test_profile.c - where a forward's device time went: lf_attention_last_profile
  * and lf_model_last_profile split the last forward into named stages whose
- * command counts follow from the shapes, whose times add up to at most the
- * whole forward's, and a deep model (hundreds of commands) keeps every stage.
+ * command counts and work (flops, bytes) follow from the shapes, whose times
+ * add up to at most the whole forward's, and a deep model (hundreds of
+ * commands) keeps every stage.
  */
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -81,6 +82,15 @@ Test(profile, layer_stages_follow_the_forward)
     const lf_stage_time *out = stage(stages, count, "gemm out");
     cr_assert_not_null(out, "no \"gemm out\" stage");
     cr_expect_eq(out->commands, 1u, "one output projection a forward, got %u", out->commands);
+    /* its work: 2 x 37 rows of 24 outputs from 24 inputs; A, B and C once, C read too (beta 1 adds to y) or not */
+    cr_expect_eq(out->flops, 2.0 * 74 * 24 * 24, "gemm out: %g flops", out->flops);
+    const double operands = 4.0 * (74 * 24 + 24 * 24 + 74 * 24);
+    cr_expect(out->bytes == operands || out->bytes == operands + 4.0 * 74 * 24, "gemm out: %g bytes", out->bytes);
+    const lf_stage_time *att = stage(stages, count, "attention_tiled");
+    cr_assert_not_null(att, "no \"attention_tiled\" stage");
+    cr_expect_eq(att->flops, 4.0 * 74 * 8 * 7 * 3, "attention: scores and P V of 74 queries, 7 keys, d_head 8, 3 "
+                 "heads: %g flops", att->flops);
+    for (size_t i = 0; i < count; i++) cr_expect_gt(stages[i].bytes, 0.0, "%s moves no bytes", stages[i].stage);
     free(stages);
     lf_attention_free(layer);
 }

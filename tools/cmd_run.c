@@ -239,12 +239,19 @@ static int print_profile(lf_context *ctx, const runner *r)
                             : lf_model_last_profile(r->model, stages, MAX_STAGES, &count);
     if (st == LF_OK) st = r->layer ? lf_attention_last_time_ms(r->layer, &total) : lf_model_last_time_ms(r->model, &total);
     if (st != LF_OK) return fail("--profile: %s: %s", lf_status_string(st), lf_context_last_error(ctx));
-    printf("%-24s %12s %7s %9s\n", "stage", "ms", "share", "commands");
-    for (size_t i = 0; i < count && i < MAX_STAGES; i++)
-        printf("%-24s %12.3f %6.1f%% %9u\n", stages[i].stage, stages[i].ms,
-               total > 0 ? 100.0 * stages[i].ms / total : 0.0, stages[i].commands);
+    printf("%-24s %12s %7s %9s %10s %9s\n", "stage", "ms", "share", "commands", "GFLOP/s", "GB/s");
+    unsigned commands = 0;
+    double flops = 0, bytes = 0;
+    for (size_t i = 0; i < count && i < MAX_STAGES; i++) {
+        const lf_stage_time *s = &stages[i];
+        const double per_s = s->ms > 0 ? 1e3 / s->ms : 0.0; /* rates of the stage's work over its time */
+        printf("%-24s %12.3f %6.1f%% %9u %10.1f %9.1f\n", s->stage, s->ms, total > 0 ? 100.0 * s->ms / total : 0.0,
+               s->commands, s->flops * per_s * 1e-9, s->bytes * per_s * 1e-9);
+        commands += s->commands, flops += s->flops, bytes += s->bytes;
+    }
     if (count > MAX_STAGES) printf("(%zu more stages)\n", count - MAX_STAGES);
-    printf("%-24s %12.3f\n", "forward", total);
+    printf("%-24s %12.3f %7s %9u %10.1f %9.1f\n", "forward", total, "", commands,
+           total > 0 ? flops / total * 1e-6 : 0.0, total > 0 ? bytes / total * 1e-6 : 0.0);
     char params[256];
     if (lf_context_kernel_params(ctx, params, sizeof params) != LF_OK)
         return fail("--profile: %s", lf_context_last_error(ctx));

@@ -22,6 +22,7 @@ static lf_status fill(const lf_pass *p, cl_mem buf, size_t offset, size_t floats
     LF_CL_CHECK(p->ctx, clEnqueueFillBuffer(p->ctx->queue, buf, &value, sizeof value, offset * sizeof(float),
                                             floats * sizeof(float), 0, NULL, lf__event(p->tl)),
                 "clEnqueueFillBuffer");
+    lf__event_work(p->tl, 0, 4.0 * (double)floats);
     lf__event_done(p->tl, "fill");
     return LF_OK;
 }

@@ -84,6 +84,19 @@ static lf_status pack_b(lf_context *ctx, lf_gemm_args *g, cl_mem *packed)
     return LF_OK;
 }
 
+/* What a GEMM does, for the profile: 2 m n k a product over the rows it
+ * runs (the host BLAS: each sequence's own), each operand read once and C
+ * written (and read, with beta). */
+static void gemm_work(const lf_context *ctx, const lf_gemm_args *g, lf_timeline *t)
+{
+    const size_t batch = g->batch > 1 ? g->batch : 1;
+    const bool own_rows = g->seq_lengths && ctx->gemm == LF_GEMM_HOST;
+    double rows = own_rows ? 0.0 : (double)g->m * (double)batch;
+    for (size_t i = 0; own_rows && i < batch; i++) rows += g->seq_lengths[i];
+    const double n = (double)g->n, k = (double)g->k, b_count = g->b_stride ? (double)batch : 1.0;
+    lf__event_work(t, 2.0 * rows * n * k, 4.0 * (rows * k + b_count * k * n + rows * n * (g->beta != 0.0f ? 2 : 1)));
+}
+
 static CLBlastStatusCode strided_batched(lf_context *ctx, const lf_gemm_args *g, lf_timeline *t)
 {
     cl_command_queue q = ctx->queue;
@@ -124,6 +137,7 @@ static lf_status gemm_clblast(lf_context *ctx, const lf_gemm_args *g, lf_timelin
         return lf__fail(ctx, st, "CLBlast GEMM %zux%zux%zu (batch %zu) failed: %s (%d)", g->m, g->n,
                         g->k, g->batch, clblast_status_name(s), (int)s);
     }
+    gemm_work(ctx, g, t);
     lf__event_done(t, g->what ? g->what : "gemm");
     return LF_OK;
 }
@@ -308,6 +322,7 @@ static lf_status gemm_host(lf_context *ctx, const lf_gemm_args *g, lf_timeline *
     if (err == CL_SUCCESS)
         host_sgemm(ctx, g, host_ptr(maps, count, g->a, g->a_off), host_ptr(maps, count, g->b, g->b_off),
                    host_ptr(maps, count, g->c, g->c_off));
+    gemm_work(ctx, g, t);
     lf_status st = unmap_all(ctx, maps, count, t, g->what ? g->what : "gemm");
     if (err != CL_SUCCESS)
         return lf__fail(ctx, err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_HOST_MEMORY

@@ -101,6 +101,7 @@ static lf_status copy(const lf_run *r, cl_mem from, cl_mem to, size_t bytes, con
 {
     LF_CL_CHECK(r->m->ctx, clEnqueueCopyBuffer(r->m->ctx->queue, from, to, 0, 0, bytes, 0, NULL, lf__event(&r->m->tl)),
                 "clEnqueueCopyBuffer");
+    lf__event_work(&r->m->tl, 0, 2.0 * (double)bytes);
     lf__event_done(&r->m->tl, what);
     return LF_OK;
 }

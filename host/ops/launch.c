@@ -116,6 +116,9 @@ lf_status lf__launch_attention_tiled(lf_context *ctx, const lf_attention_tiled_a
     if (blk > 1) cpu_group(tq, a->heads, local);
     const size_t per_item = (size_t)blk * qv, items = ((size_t)a->n_rows + per_item - 1) / per_item;
     const size_t global[3] = {round_up(items, local[0]), (size_t)a->heads, (size_t)a->batch};
+    /* the scores and P V of every query over every key (causal ones do about half), Q, K, V and O once */
+    const double keys = a->key_count ? a->key_count : a->n_rows, q = (double)a->batch * a->n_rows * a->d_head;
+    lf__event_work(t, 4.0 * q * keys * a->heads, 4.0 * (2.0 * q * a->heads + 2.0 * a->batch * keys * a->d_head * a->kv_heads));
     return lf__launch(ctx, k, "attention_tiled", 3, global, local, t);
 }
 
@@ -134,6 +137,7 @@ lf_status lf__launch_softmax_rows(lf_context *ctx, const lf_softmax_rows_args *a
     const int causal = a->causal, count = (int)rows;
     LF_TRY(set_args(ctx, k, name, ARGS(ARG(a->scores), ARG(a->ld), ARG(a->n_rows), ARG(a->rows_valid),
                                        ARG(a->cols_valid), ARG(causal), ARG(count))));
+    lf__event_work(t, 0, 8.0 * (double)a->count * a->rows_valid * a->cols_valid);
     if (cpu) return launch_elementwise(ctx, k, "softmax_rows", kp, rows, 1, t);
     const size_t local[2] = {wg, 1}, global[2] = {wg, rows};
     return lf__launch(ctx, k, "softmax_rows", 2, global, local, t);
@@ -150,6 +154,7 @@ lf_status lf__launch_bias_rows(lf_context *ctx, const lf_bias_rows_args *a, lf_t
     LF_TRY(set_args(ctx, k, "bias_rows",
                     ARGS(ARG(a->y), ARG(off), ARG(a->ld), ARG(a->cols), ARG(bias), ARG(boff), ARG(has_bias),
                          ARG(a->lengths), ARG(a->rows_per_seq), ARG(mask))));
+    lf__event_work(t, 0, 8.0 * a->rows * a->cols);
     return launch_runs(ctx, k, "bias_rows", a->params, (size_t)a->cols, (size_t)a->rows, t);
 }
 
@@ -164,6 +169,8 @@ lf_status lf__launch_seq_project_window(lf_context *ctx, const lf_seq_project_wi
                          ARG(a->out_ld), ARG(weights), ARG(a->window), ARG(a->w_gstride), ARG(a->w_hstride),
                          ARG(a->head_cols), ARG(a->lengths), ARG(a->cols), ARG(a->k), ARG(a->groups))));
     const size_t global[3] = {(size_t)a->cols, (size_t)a->k, (size_t)a->batch * a->groups};
+    const double sums = (double)a->batch * a->groups * a->cols; /* each reads its n rows once, writes k */
+    lf__event_work(t, 2.0 * sums * a->n, 4.0 * sums * (a->n + a->k));
     return lf__launch(ctx, k, "seq_project_window", 3, global, NULL, t);
 }
 
@@ -182,6 +189,7 @@ lf_status lf__launch_layernorm(lf_context *ctx, const lf_layernorm_args *a, lf_t
     LF_TRY(set_args(ctx, k, cpu ? "layernorm_rows_cpu" : "layernorm_rows",
                     ARGS(ARG(a->x), ARG(r), ARG(a->out), ARG(a->gamma), ARG(a->beta), ARG(a->d), ARG(a->eps),
                          ARG(has_r), ARG(write_sum), ARG(a->rows))));
+    lf__event_work(t, 8.0 * a->rows * a->d, 4.0 * a->rows * a->d * (2 + has_r + write_sum));
     if (cpu) return launch_elementwise(ctx, k, "layernorm", kp, (size_t)a->rows, 1, t);
     const size_t local[2] = {wg, 1}, global[2] = {wg, (size_t)a->rows};
     return lf__launch(ctx, k, "layernorm", 2, global, local, t);
@@ -194,6 +202,7 @@ lf_status lf__launch_bias_act(lf_context *ctx, const lf_bias_act_args *a, lf_tim
     const int has_bias = a->has_bias;
     const cl_mem bias = a->bias ? a->bias : a->y; /* never read without has_bias */
     LF_TRY(set_args(ctx, k, "bias_act", ARGS(ARG(a->y), ARG(a->ld), ARG(a->cols), ARG(bias), ARG(has_bias))));
+    lf__event_work(t, 0, 4.0 * a->rows * a->cols * (a->glu ? 3 : 2));
     return launch_runs(ctx, k, "bias_act", a->params, (size_t)a->cols, (size_t)a->rows, t);
 }
 
@@ -204,6 +213,7 @@ lf_status lf__launch_copy(lf_context *ctx, const lf_copy_args *a, lf_timeline *t
     LF_TRY(activation_kernel(ctx, "copy_floats", a->params, (lf_activation)0, false, &k));
     const int count = (int)a->count;
     LF_TRY(set_args(ctx, k, "copy_floats", ARGS(ARG(a->src), ARG(a->dst), ARG(count))));
+    lf__event_work(t, 0, 8.0 * count);
     return launch_runs(ctx, k, "copy", a->params, a->count, 1, t);
 }
 
@@ -217,5 +227,6 @@ lf_status lf__launch_embed(lf_context *ctx, const lf_embed_args *a, lf_timeline 
                     ARGS(ARG(a->tokens), ARG(a->tok), ARG(pos), ARG(has_pos), ARG(a->pos_offset), ARG(a->scale),
                          ARG(a->out), ARG(a->d), ARG(a->n), ARG(a->lengths))));
     const size_t global[2] = {(size_t)a->d, (size_t)a->batch * a->n};
+    lf__event_work(t, 0, 4.0 * a->batch * a->n * a->d * (has_pos ? 3 : 2));
     return lf__launch(ctx, k, "embed", 2, global, NULL, t);
 }

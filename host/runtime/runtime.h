@@ -161,14 +161,19 @@ const char *lf__unloaded_note(char *buf, size_t size);
 typedef struct {
     cl_event event;
     const char *name; /* a stage name, or NULL for a marker */
+    double flops, bytes;
 } lf_step;
 typedef struct {
     lf_step *steps;
     int count, capacity;
     bool overflow;
     cl_event pending;
+    double pending_flops, pending_bytes;
 } lf_timeline;
 cl_event *lf__event(lf_timeline *t);
+/* The work of the command that the next lf__event_done files, for the
+ * profile's rates (lf_stage_time); a command without it counts none. */
+void lf__event_work(lf_timeline *t, double flops, double bytes);
 void lf__event_done(lf_timeline *t, const char *name);
 void lf__timeline_reset(lf_timeline *t);
 lf_status lf__timeline_ms(lf_context *ctx, lf_timeline *t, double *ms);

@@ -7,6 +7,11 @@
 
 cl_event *lf__event(lf_timeline *t) { return t ? &t->pending : NULL; }
 
+void lf__event_work(lf_timeline *t, double flops, double bytes)
+{
+    if (t) t->pending_flops = flops, t->pending_bytes = bytes;
+}
+
 void lf__event_done(lf_timeline *t, const char *name)
 {
     if (!t || !t->pending) return;
@@ -26,8 +31,9 @@ void lf__event_done(lf_timeline *t, const char *name)
             return;
         }
     }
-    t->steps[t->count++] = (lf_step){t->pending, name};
+    t->steps[t->count++] = (lf_step){t->pending, name, t->pending_flops, t->pending_bytes};
     t->pending = NULL;
+    t->pending_flops = t->pending_bytes = 0;
 }
 
 void lf__timeline_reset(lf_timeline *t)
@@ -92,11 +98,13 @@ lf_status lf__timeline_stages(lf_context *ctx, lf_timeline *t, lf_stage_time *st
         while (j < n && strcmp(names[j], t->steps[i].name) != 0) j++;
         if (j == n) {
             names[n++] = t->steps[i].name;
-            if (j < capacity) stages[j] = (lf_stage_time){t->steps[i].name, 0.0, 0};
+            if (j < capacity) stages[j] = (lf_stage_time){t->steps[i].name, 0.0, 0, 0.0, 0.0};
         }
         if (j < capacity) {
             stages[j].ms += e > s ? (double)(e - s) * 1e-6 : 0.0;
             stages[j].commands++;
+            stages[j].flops += t->steps[i].flops;
+            stages[j].bytes += t->steps[i].bytes;
         }
     }
     free(names);

@@ -61,7 +61,7 @@ class LayoutTensor(Structure):
 
 
 class StageTime(Structure):
-    _fields_ = [("stage", c_char_p), ("ms", c_double), ("commands", c_uint)]
+    _fields_ = [("stage", c_char_p), ("ms", c_double), ("commands", c_uint), ("flops", c_double), ("bytes", c_double)]
 
 
 P = POINTER

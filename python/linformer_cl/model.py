@@ -12,7 +12,7 @@ from . import _native as n
 from ._context import text
 from .errors import ArgumentError, StateError
 
-StageTime = namedtuple("StageTime", "stage ms commands")
+StageTime = namedtuple("StageTime", "stage ms commands flops bytes")
 DeviceBytes = namedtuple("DeviceBytes", "weights workspace")
 
 
@@ -217,11 +217,12 @@ class Model:
 
     @property
     def last_profile(self):
-        """Where the last forward's device time went: a list of StageTime(stage, ms, commands)."""
+        """Where the last forward's device time went: a list of StageTime(stage, ms, commands, flops, bytes), the
+        last two the work of the stage's commands (lf_stage_time)."""
         stages, count = (n.StageTime * 64)(), ctypes.c_size_t()
         with self._guard():
             self._ctx.check(self._fns["profile"](self._live(), stages, 64, ctypes.byref(count)))
-        return [StageTime(text(s.stage), s.ms, s.commands) for s in stages[:min(count.value, 64)]]
+        return [StageTime(text(s.stage), s.ms, s.commands, s.flops, s.bytes) for s in stages[:min(count.value, 64)]]
 
     def close(self):
         """Frees the model and its context; calling it again does nothing. In a forked child it frees nothing
