@@ -90,6 +90,8 @@ def parse_args():
     p.add_argument("--no-wall", action="store_true", help="skip the runs that give our wall time")
     p.add_argument("--linformer", default=os.path.join(ROOT, "build", "linformer"), help="the program")
     p.add_argument("--csv", help="where the rows go (default bench/results/CPU-peers.csv)")
+    p.add_argument("--profile-dir", help="after the rounds, each of our runs once more with --profile, its stages "
+                                         "into DIR/WORK-nN-SIDE.txt")
     args = p.parse_args()
     if args.repeat < 1 or args.rounds < 1 or args.warmup < 0 or args.threads < 1:
         p.error("--repeat, --rounds and --threads are at least 1, --warmup at least 0")
@@ -107,7 +109,7 @@ def parse_args():
     if unknown or len(set(args.peers)) != len(args.peers):
         p.error(f"--peers takes each of {', '.join(PEERS)} at most once, got \"{','.join(args.peers)}\"")
     args.host_blas = args.host_blas.split(",") if args.host_blas else [None]
-    if any(b not in HOST_BLAS for b in args.host_blas) or len(set(args.host_blas)) != len(args.host_blas):
+    if any(b and b not in HOST_BLAS for b in args.host_blas) or len(set(args.host_blas)) != len(args.host_blas):
         p.error(f"--host-blas takes each of {', '.join(HOST_BLAS)} at most once, got \"{','.join(map(str, args.host_blas))}\"")
     if args.torch_device not in ("cpu", "cuda") or (args.torch_device == "cuda" and not torch.cuda.is_available()):
         p.error(f"--torch-device is cpu, or cuda where PyTorch sees a GPU; got \"{args.torch_device}\"")
@@ -243,12 +245,12 @@ def openvino_side(path, args):
     return lambda x: (None,) + median_ms(lambda v: request.infer({0: v})[0].copy(), x, args)
 
 
-def linformer_run(args, env, folder, selector, warmup, repeat):
-    """One `linformer run`: its wall seconds, the median device ms it printed, the output path."""
+def linformer_run(args, env, folder, selector, warmup, repeat, extra=()):
+    """One `linformer run`: its wall seconds, the median device ms it printed, the output path, its stdout."""
     out = os.path.join(folder, "y.safetensors")
     cmd = [args.linformer, "run", "--model", os.path.join(folder, "model.safetensors"), "--input",
            os.path.join(folder, "x.safetensors"), "--output", out, "--device", selector,
-           "--warmup", str(warmup), "--repeat", str(repeat)]
+           "--warmup", str(warmup), "--repeat", str(repeat), *extra]
     start = time.perf_counter()
     run = subprocess.run(cmd, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - start
@@ -257,7 +259,7 @@ def linformer_run(args, env, folder, selector, warmup, repeat):
     found = re.search(r"([0-9.]+) ms median device time", run.stderr)
     if not found:
         sys.exit(f"compare_peers: no time in the output of linformer run:\n{run.stderr}")
-    return wall, float(found.group(1)), out
+    return wall, float(found.group(1)), out, run.stdout
 
 
 def run_ours(args, env, folder, selector):
@@ -265,11 +267,19 @@ def run_ours(args, env, folder, selector):
     wall_ms = None
     if not args.no_wall:
         linformer_run(args, env, folder, selector, 0, 1)  # fills the kernel cache, so neither timed run compiles
-        base, _, _ = linformer_run(args, env, folder, selector, args.warmup, 1)
-    wall, device_ms, out = linformer_run(args, env, folder, selector, args.warmup, args.repeat + 1)
+        base, *_ = linformer_run(args, env, folder, selector, args.warmup, 1)
+    wall, device_ms, out, _ = linformer_run(args, env, folder, selector, args.warmup, args.repeat + 1)
     if not args.no_wall and wall > base:  # not so under load, when the processes' start-up swings more
         wall_ms = (wall - base) * 1e3 / args.repeat
     return device_ms, wall_ms, load_file(out)["y"].numpy()
+
+
+def save_profile(args, env, folder, selector, stem):
+    """`linformer run --profile` of the module once more, its stages written to --profile-dir/STEM.txt."""
+    os.makedirs(args.profile_dir, exist_ok=True)
+    *_, stdout = linformer_run(args, env, folder, selector, args.warmup, 1, ["--profile"])
+    with open(os.path.join(args.profile_dir, stem + ".txt"), "w") as f:
+        f.write(stdout)
 
 
 def errors(y, y_torch):
@@ -318,6 +328,9 @@ def compare(args, ours, name, n, factory):
             for side, forward in sides:
                 device_ms, wall_ms, outputs[side] = forward(x)
                 times[side].append((device_ms, wall_ms))
+        for side, env, selector in ours if args.profile_dir else ():
+            stem = re.sub(r"[^a-z0-9]+", "-", f"{name}-n{n}-{side}".lower()).strip("-")
+            save_profile(args, env, folder, selector, stem)
     if "pytorch" in args.peers:
         y_torch = outputs[peer_name("pytorch", args)]
     else:  # the reference without its times: one forward

@@ -12,7 +12,6 @@
 #   lib/compat/          libstdc++ and libgcc_s, used where the system's are older
 #                        than needed; needs lists the symbol versions needed
 #   tests/, run-tests.sh the test executables, the files they read, their runner
-#   python/              the one Python file a test reads (the layouts' tables)
 #   BUNDLE               what was bundled from where, and the glibc it needs
 #
 # Every executable and library gets a run path relative to itself ($ORIGIN), so
@@ -52,9 +51,6 @@ cp -R "$root/tests/data/pytorch" "$root/tests/data/models" "$out/tests/data/"
 for d in "$root"/tests/fuzz/corpus_* "$root/tests/fuzz/regressions"; do
     cp -R "$d" "$out/tests/fuzz/"
 done
-# The Python package's tensor-name tables, which test_layouts holds the C ones to.
-mkdir -p "$out/python/linformer_cl"
-cp "$root/python/linformer_cl/layouts.py" "$out/python/linformer_cl/"
 
 # ---- the libraries they load ----
 # glibc's own libraries are left to the system (see above).

@@ -11,12 +11,19 @@
 #   3. linformer bench over n x k, d_model 512, 8 heads: DEVICE.csv, DEVICE.json,
 #      DEVICE.png named after the device (without gnuplot on the machine, the
 #      plot's data and script: summary.txt says how to draw it)
-#   4. with LF_GPU_PEERS=1: bench/compare_peers.py beside this script, the same
+#   4. with LF_GPU_PERF=1: bench/gemm_bar.py, the 12-layer model's GEMMs in
+#      PyTorch with TF32 off (the bar: DEVICE-gemm-bar.csv), and the copy
+#      kernel's bandwidth at vector widths 1 and 4 (the bench's yardsticks under
+#      LINFORMER_KERNEL_PARAMS=vw=1 and vw=4: DEVICE-vw1.log, DEVICE-vw4.log)
+#   5. with LF_GPU_PEERS=1: bench/compare_peers.py beside this script, the same
 #      lucidrains modules (the layer and the 12-layer model) through `linformer
 #      run` on the device and through PyTorch on the GPU (CUDA), outputs checked
-#      against PyTorch's: DEVICE-peers.csv (needs a Python with torch,
-#      safetensors and linformer: LF_GPU_PYTHON)
-#   5. with LF_GPU_TUNE=1: `linformer tune`, and step 3 again into DEVICE-tuned.*
+#      against PyTorch's: DEVICE-peers.csv, and each of our runs once more with
+#      --profile into profiles/ (needs a Python with torch, safetensors and
+#      linformer: LF_GPU_PYTHON)
+#   6. with LF_GPU_TUNE=1: `linformer tune`, then step 3 again into
+#      DEVICE-tuned.* (LF_GPU_PERF=1: step 5 again into DEVICE-peers-tuned.csv
+#      and profiles-tuned/ instead)
 # summary.txt has one line per step; the exit status is non-zero if a step failed.
 #
 # usage: scripts/gpu-run.sh BUNDLE OUTDIR
@@ -28,16 +35,18 @@
 #   LF_GPU_K          bench compressed lengths [128,256]
 #   LF_GPU_TESTS      tests to run, space-separated (test_device or device) [all,
 #                     test_kernels last: its grids compile the most programs,
-#                     over 60 s on a cold NVIDIA H200]
+#                     over 60 s on a cold NVIDIA H200]; "none" skips step 2
 #   LF_GPU_PYTHON     the Python of step 4 [python3]
 #   LF_GPU_TORCH_DEVICE  where step 4's PyTorch runs [cuda]
 #   LF_GPU_PEERS_N, LF_GPU_PEERS_MODEL_N
 #                     step 4's sequence lengths: the layer's [4096,16384], the
 #                     12-layer model's [4096,16384]
-#   LF_GPU_DEVICES_S, LF_GPU_TESTS_S, LF_GPU_TEST_S, LF_GPU_BENCH_S, LF_GPU_PEERS_S,
-#   LF_GPU_TUNE_S     time boxes in seconds: devices [30], the test suite [300],
-#                     one test [120], one bench sweep [150], the peers [240],
-#                     tune [120: it searches for 30 s less]
+#   LF_GPU_DEVICES_S, LF_GPU_TESTS_S, LF_GPU_TEST_S, LF_GPU_BENCH_S, LF_GPU_BAR_S,
+#   LF_GPU_COPY_S, LF_GPU_PEERS_S, LF_GPU_TUNE_S
+#                     time boxes in seconds: devices [30], the test suite [300],
+#                     one test [120], one bench sweep [150], the GEMM bar [60],
+#                     one copy bandwidth [30], the peers [240], tune [120: it
+#                     searches for 30 s less]
 set -eu
 if [ $# -ne 2 ]; then
     sed -n '/^# usage:/,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
@@ -111,18 +120,22 @@ note "device: ${name:-not found} (selector \"$LINFORMER_DEVICE\"; files named $s
 
 # ---- 2. the test suite ----
 tests=${LF_GPU_TESTS-}
-if [ -z "$tests" ]; then
+if [ "$tests" = none ]; then
+    note "tests: skipped (LF_GPU_TESTS=none)"
+elif [ -z "$tests" ]; then
     for t in "$bundle"/tests/test_*; do
         [ "${t##*/}" = test_kernels ] || tests="$tests ${t##*/}"
     done
     tests="$tests test_kernels"
 fi
-# shellcheck disable=SC2086 # a list of names
-step tests "$((${LF_GPU_TESTS_S:-300} + 60))" "$out/tests.log" \
-    "$bundle/run-tests.sh" --logs "$out/tests" --timeout "${LF_GPU_TEST_S:-120}" \
-    --budget "${LF_GPU_TESTS_S:-300}" $tests
-[ "$step_rc" = 0 ] || status=1
-tail -n 1 "$out/tests.log" >>"$summary"
+if [ "$tests" != none ]; then
+    # shellcheck disable=SC2086 # a list of names
+    step tests "$((${LF_GPU_TESTS_S:-300} + 60))" "$out/tests.log" \
+        "$bundle/run-tests.sh" --logs "$out/tests" --timeout "${LF_GPU_TEST_S:-120}" \
+        --budget "${LF_GPU_TESTS_S:-300}" $tests
+    [ "$step_rc" = 0 ] || status=1
+    tail -n 1 "$out/tests.log" >>"$summary"
+fi
 
 # ---- 3. the bench ----
 # bench_sweep SUFFIX: one sweep into $slug$SUFFIX.{csv,json,png}. Without
@@ -145,21 +158,42 @@ bench_sweep() {
 }
 bench_sweep ""
 
-# ---- 4. the peers, when asked for ----
-if [ "${LF_GPU_PEERS:-0}" = 1 ]; then
-    step peers "${LF_GPU_PEERS_S:-240}" "$out/$slug-peers.log" env PYTHONUNBUFFERED=1 \
-        "${LF_GPU_PYTHON:-python3}" "$root/bench/compare_peers.py" --linformer "$tool" --peers pytorch \
-        --torch-device "${LF_GPU_TORCH_DEVICE:-cuda}" --devices "$LINFORMER_DEVICE" --n "${LF_GPU_PEERS_N:-4096,16384}" \
-        --model-n "${LF_GPU_PEERS_MODEL_N:-4096,16384}" --rounds 2 --repeat 3 --no-wall --csv "$out/$slug-peers.csv"
+# ---- 4. the GEMM bar and the copy bandwidth, when asked for ----
+if [ "${LF_GPU_PERF:-0}" = 1 ]; then
+    step gemm-bar "${LF_GPU_BAR_S:-60}" "$out/$slug-gemm-bar.log" env PYTHONUNBUFFERED=1 \
+        "${LF_GPU_PYTHON:-python3}" "$root/bench/gemm_bar.py" --device "${LF_GPU_TORCH_DEVICE:-cuda}" \
+        --n "${LF_GPU_PEERS_MODEL_N:-4096,16384}" --csv "$out/$slug-gemm-bar.csv"
     [ "$step_rc" = 0 ] || status=1
+    for vw in 1 4; do
+        step "copy-vw$vw" "${LF_GPU_COPY_S:-30}" "$out/$slug-vw$vw.log" env LINFORMER_KERNEL_PARAMS="vw=$vw" \
+            "$tool" bench --device "$LINFORMER_DEVICE" --n 512 --k 128 --d-model 512 --heads 8 --modes linformer
+        [ "$step_rc" = 0 ] || status=1
+        grep 'copy bandwidth' "$out/$slug-vw$vw.log" | sed "s/^/  vw=$vw: /" >>"$summary" || true
+    done
 fi
 
-# ---- 5. tuning, when asked for ----
+# ---- 5. the peers, when asked for ----
+# peers SUFFIX: compare_peers into $slug-peers$SUFFIX.csv, our profiles into profiles$SUFFIX/
+peers() {
+    step "peers$1" "${LF_GPU_PEERS_S:-240}" "$out/$slug-peers$1.log" env PYTHONUNBUFFERED=1 \
+        "${LF_GPU_PYTHON:-python3}" "$root/bench/compare_peers.py" --linformer "$tool" --peers pytorch \
+        --torch-device "${LF_GPU_TORCH_DEVICE:-cuda}" --devices "$LINFORMER_DEVICE" --n "${LF_GPU_PEERS_N:-4096,16384}" \
+        --model-n "${LF_GPU_PEERS_MODEL_N:-4096,16384}" --rounds 2 --repeat 3 --no-wall \
+        --csv "$out/$slug-peers$1.csv" --profile-dir "$out/profiles$1"
+    [ "$step_rc" = 0 ] || status=1
+}
+[ "${LF_GPU_PEERS:-0}" = 1 ] && peers ""
+
+# ---- 6. tuning, when asked for ----
 if [ "${LF_GPU_TUNE:-0}" = 1 ]; then
     tune_s=${LF_GPU_TUNE_S:-120}
     step tune "$tune_s" "$out/tune.log" "$tool" tune --device "$LINFORMER_DEVICE" --seconds "$((tune_s > 60 ? tune_s - 30 : tune_s / 2))"
     [ "$step_rc" = 0 ] || status=1
-    bench_sweep -tuned
+    if [ "${LF_GPU_PERF:-0}" = 1 ] && [ "${LF_GPU_PEERS:-0}" = 1 ]; then
+        peers -tuned
+    else
+        bench_sweep -tuned
+    fi
 fi
 note "done: $( [ $status = 0 ] && echo no step failed || echo A STEP FAILED ); logs in $out"
 exit $status
