@@ -91,29 +91,27 @@ INLINE void stage(local vec (*kt)[DV], local vec (*vt)[DV], const global float *
 }
 
 /* Folds staged keys jmin..jmax-1 into one query's running max m, sum l and
- * weighted values acc (an online softmax). */
+ * weighted values acc: an online softmax a key at a time, which rescales the
+ * sums only when a key raises the max. No array of a tile's scores: indexed
+ * at run time, GPU compilers put one in scratch memory
+ * (scripts/check-gpu-compilers.sh). */
 INLINE void fold(local const vec (*kt)[DV], local const vec (*vt)[DV], int jmin, int jmax, const vec *qr,
                  vec *acc, float *m, float *l)
 {
-    if (jmin >= jmax) return;
-    float s[TK];
-    float tile_max = -INFINITY;
     for (int j = jmin; j < jmax; j++) {
         vec part = qr[0] * kt[j][0];
         for (int d = 1; d < DV; d++) part += qr[d] * kt[j][d];
-        s[j] = dot(part, (vec)1.0f);
-        tile_max = fmax(tile_max, s[j]);
-    }
-    const float m_new = fmax(*m, tile_max);
-    const float corr = exp(*m - m_new); /* exp(-inf) = 0 on the first tile */
-    *l *= corr;
-    for (int d = 0; d < DV; d++) acc[d] *= corr;
-    for (int j = jmin; j < jmax; j++) {
-        const float p = exp(s[j] - m_new);
+        const float s = dot(part, (vec)1.0f);
+        if (s > *m) {
+            const float corr = exp(*m - s); /* exp(-inf) = 0 at the first key */
+            *l *= corr;
+            for (int d = 0; d < DV; d++) acc[d] *= corr;
+            *m = s;
+        }
+        const float p = exp(s - *m);
         *l += p;
         for (int d = 0; d < DV; d++) acc[d] += p * vt[j][d];
     }
-    *m = m_new;
 }
 
 kernel void attention_tiled(ATTENTION_ARGS)
