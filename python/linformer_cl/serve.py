@@ -53,11 +53,22 @@ def parse_args(argv):
                         "hold: Triton refuses a larger one (HTTP 400, gRPC INVALID_ARGUMENT)")
     p.add_argument("--max-queue-delay-us", type=int, default=2000,
                    help="how long a request may wait for others to join its batch")
+    p.add_argument("--export-repository", metavar="DIR",
+                   help="write the model as a Triton model repository into DIR (DIR/NAME/config.pbtxt, "
+                        "1/model.py and a copy of the weights, 1/model.safetensors) and exit, serving nothing: "
+                        "a stock tritonserver serves it where linformer-cl is installed in its Python backend's "
+                        "Python; --device names the serving host's device (default: the library's default there)")
+    p.add_argument("--load-timeout-s", type=int, default=600,
+                   help="how long Triton may take to start, load the model and warm it up (compiling the kernels "
+                        "where they are not cached) before the server gives up (default 600)")
     p.add_argument("--exit-timeout-s", type=int, default=120,
                    help="on SIGTERM, how long the requests in flight may take to be answered (default 120)")
     args = p.parse_args(argv)
-    if args.max_batch < 1 or args.max_queue_delay_us < 0 or args.exit_timeout_s < 1:
-        p.error("--max-batch and --exit-timeout-s must be at least 1 and --max-queue-delay-us at least 0")
+    if min(args.max_batch, args.exit_timeout_s, args.load_timeout_s) < 1 or args.max_queue_delay_us < 0:
+        p.error("--max-batch, --load-timeout-s and --exit-timeout-s must be at least 1 and --max-queue-delay-us "
+                "at least 0")
+    if args.export_repository and args.device == "all":
+        p.error("--device all names this host's devices: --export-repository takes one selector of the serving host")
     return args
 
 
@@ -140,6 +151,7 @@ def check_ports_free(args):
 def start_triton(args, repository):
     """Triton, serving the models of the repository once they are loaded and warmed up."""
     try:
+        import pytriton.triton
         from pytriton.server import triton_server
         from pytriton.triton import Triton, TritonConfig, TritonSecurityConfig
     except ImportError:
@@ -148,6 +160,9 @@ def start_triton(args, repository):
     # exit timeout: requests in flight that need longer (long sequences, a
     # busy host) would go unanswered. It waits out that timeout instead.
     triton_server.SERVER_OUTPUT_TIMEOUT_SECS = args.exit_timeout_s + EXIT_GRACE_S
+    # It gives Triton 120 s to be ready, which loading and warming up a model
+    # (compiling its kernels, on a busy host) may take.
+    pytriton.triton.DEFAULT_TRITON_STARTUP_TIMEOUT_S = args.load_timeout_s
     # The Python backend's processes import this package from where this one found it.
     root = str(pathlib.Path(linformer_cl.__file__).resolve().parent.parent)
     os.environ["PYTHONPATH"] = os.pathsep.join([root] + [p for p in [os.environ.get("PYTHONPATH")] if p])
@@ -213,17 +228,31 @@ def serve_until_signal(triton, instances):
     return 1 if ended else 0
 
 
+def export(directory, config, model_file):
+    if (pathlib.Path(directory) / config["name"]).exists():
+        raise SystemExit(f"linformer-serve: --export-repository {directory} already holds a model {config['name']}")
+    try:
+        write_repository(directory, config, model_file, copy=True)
+    except OSError as e:
+        raise SystemExit(f"linformer-serve: --export-repository {directory}: {e}")
+    print(f"linformer-serve: {config['name']} written to {pathlib.Path(directory) / config['name']}", flush=True)
+    return 0
+
+
 def main(argv=None):
     args = parse_args(argv)
     path = pathlib.Path(args.model).resolve()
     name = model_name(args)
     try:
-        selectors = device_selectors(args.device)
+        # An exported model takes its device where it is served.
+        selectors = [args.device or ""] if args.export_repository else device_selectors(args.device)
         with linformer_cl.load(path, device=selectors[0] or None, heads=args.heads) as model:
             info = model.info
     except linformer_cl.Error as e:
         raise SystemExit(f"linformer-serve: {args.model}: {e}")
     config = triton_config(name, info, selectors, args)
+    if args.export_repository:
+        return export(args.export_repository, config, path)
     check_ports_free(args)
     with tempfile.TemporaryDirectory(prefix="linformer-serve-") as repository:
         write_repository(repository, config, path, copy=False)

@@ -51,7 +51,7 @@ def started(log_path):
                                  exit_timeout_s=20, grpc_only=False)
     s = serve_load.Server(args, log_path)
     try:
-        s.wait_ready(180)
+        s.wait_ready(600)  # its --load-timeout-s: a cold start compiles the kernels
         yield s
     finally:
         if s.process.poll() is None:
@@ -70,7 +70,13 @@ def server(tmp_path_factory):
 
 
 @pytest.fixture
-def own_server(tmp_path, monkeypatch):
+def own_server(tmp_path):
+    """A server of the test's own."""
+    yield from started(tmp_path / "serve.log")
+
+
+@pytest.fixture
+def cold_server(tmp_path, monkeypatch):
     """A server of the test's own, with kernel caches of its own: nothing is compiled before it starts."""
     monkeypatch.setenv("LINFORMER_CACHE_DIR", str(tmp_path / "kernel-cache"))
     monkeypatch.setenv("POCL_CACHE_DIR", str(tmp_path / "pocl-cache"))
@@ -90,6 +96,18 @@ def metric(server, name):
                if line.startswith(name + "{") and f'model="{server.name}"' in line)
 
 
+def settled(server, names, seconds=10):
+    """The metrics once they stop moving: Triton counts a request after its answer has gone."""
+    last, deadline = None, time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        values = [metric(server, name) for name in names]
+        if values == last:
+            return values
+        last = values
+        time.sleep(0.5)
+    return last
+
+
 def test_a_killed_stub_ends_readiness(own_server):
     server = own_server
     stubs = [p for p in processes(server) if p.name() == STUB]
@@ -107,8 +125,8 @@ def test_a_killed_stub_ends_readiness(own_server):
     pytest.fail("60 s after its stub was killed the server is still alive and ready")
 
 
-def test_the_first_request_finds_the_kernels_compiled(own_server):
-    server = own_server
+def test_the_first_request_finds_the_kernels_compiled(cold_server):
+    server = cold_server
     info = linformer_info()
     x = np.random.default_rng(1).standard_normal((1, info.max_seq_len, info.d_model)).astype(np.float32)
     with server.client(serve_load.http) as client:
@@ -131,12 +149,12 @@ def test_a_rejected_request_is_counted(server):
     bad = np.zeros((1, info.max_seq_len + 1, info.d_model), dtype=np.float32)
     with server.client(serve_load.http) as client:
         serve_load.infer(client, server.name, info, good)
-        before = [metric(server, name) for name in names]
+        before = settled(server, names)
         for _ in range(2):
             with pytest.raises(serve_load.InferenceServerException, match="max_seq_len"):
                 serve_load.infer(client, server.name, info, bad)
         serve_load.infer(client, server.name, info, good)
-    assert [metric(server, name) for name in names] == [before[0] + 3, before[1] + 2]
+    assert settled(server, names) == [before[0] + 3, before[1] + 2]
 
 
 def test_the_config_shows_no_host_paths(server):
@@ -158,6 +176,62 @@ def test_help_says_max_batch_caps_a_request():
     out = subprocess.run([sys.executable, "-m", "linformer_cl.serve", "--help"], capture_output=True, text=True,
                          timeout=60, check=True).stdout
     assert "one request" in " ".join(out.split())
+
+
+def test_the_stock_tritonserver_serves_the_exported_repository(tmp_path):
+    from pytriton.utils.distribution import get_libs_path, get_root_module_path, get_stub_path
+    repository = tmp_path / "repository"
+    subprocess.run([sys.executable, "-m", "linformer_cl.serve", MODEL, "--export-repository", str(repository),
+                    "--name", "enc", "--device", "pocl"], timeout=120, check=True)
+    files = sorted(str(f.relative_to(repository)) for f in repository.rglob("*") if not f.is_dir())
+    assert files == ["enc/1/model.py", "enc/1/model.safetensors", "enc/config.pbtxt"]
+    assert not any(f.is_symlink() for f in repository.rglob("*"))
+    assert '"/' not in (repository / "enc" / "config.pbtxt").read_text()  # no absolute path
+    # Triton's own binary and Python backend from the PyTriton wheel, the
+    # backend's stub for this Python, as PyTriton lays them out.
+    triton = get_root_module_path() / "tritonserver"
+    backend = tmp_path / "backends" / "python"
+    backend.mkdir(parents=True)
+    for f in (triton / "backends" / "python").iterdir():
+        (backend / f.name).symlink_to(f)
+    (backend / "triton_python_backend_stub").symlink_to(get_stub_path(f"{sys.version_info[0]}.{sys.version_info[1]}"))
+    http_port, grpc_port, metrics_port = serve_load.free_ports(3)
+    import linformer_cl
+    # The package where this Python finds it, the server's GEMMs, and this
+    # Python first on PATH: the stub takes its packages from the first python3
+    # there, as under PyTriton (the Triton image's own Python in a container).
+    env = dict(os.environ, LD_LIBRARY_PATH=str(get_libs_path()),
+               PYTHONPATH=str(pathlib.Path(linformer_cl.__file__).resolve().parent.parent), LINFORMER_GEMM="clblast",
+               PATH=os.pathsep.join([os.path.dirname(sys.executable), os.environ["PATH"]]))
+    host = serve_load.HOST
+    command = [str(triton / "bin" / "tritonserver"), f"--model-repository={repository}",
+               f"--backend-directory={backend.parent}", "--allow-gpu-metrics=false",
+               f"--http-address={host}", f"--http-port={http_port}", f"--grpc-address={host}",
+               f"--grpc-port={grpc_port}", f"--metrics-address={host}", f"--metrics-port={metrics_port}"]
+    with open(tmp_path / "tritonserver.log", "w") as log:
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 180
+        while status_of(f"http://{host}:{http_port}/v2/models/enc/ready") != 200:
+            assert process.poll() is None and time.monotonic() < deadline, (tmp_path / "tritonserver.log").read_text()
+            time.sleep(0.5)
+        info = linformer_info()
+        x = np.random.default_rng(2).standard_normal((2, 7, info.d_model)).astype(np.float32)
+        client = serve_load.http.InferenceServerClient(f"{host}:{http_port}", network_timeout=60.0)
+        try:
+            y, device = serve_load.infer(client, "enc", info, x)
+        finally:
+            client.close()
+        assert device == "pocl"
+        with linformer_cl.load(MODEL, device="pocl") as model:
+            assert np.array_equal(y, model(x))
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=30)
 
 
 def linformer_info():
