@@ -202,22 +202,28 @@ def stubs_alive():
     return alive
 
 
-def serve_until_signal(triton, instances):
-    """Serves until SIGTERM or SIGINT (0), or until Triton or an instance's process ends by itself (1).
+def stop_on_signal():
+    """An event that SIGTERM or SIGINT sets: set before Triton starts, a client may see the model ready first."""
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    return stop
+
+
+def serve_until_signal(triton, instances, stop):
+    """Serves until stop is set (0), or until Triton or an instance's process ends by itself (1).
 
     Triton goes on calling a model ready whose instance's process has died,
     and answers its requests with errors: the exit tells an orchestrator to
     restart the server.
     """
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
     ended = None
-    while not stop.wait(timeout=1.0):
+    while not stop.wait(timeout=1.0):  # (returns at once when it is set already)
+        alive = stubs_alive()
         if not triton.is_alive():
             ended = "Triton Inference Server ended by itself"
-        elif stubs_alive() < instances and not stop.is_set():
-            ended = f"the process of an instance ({STUB}) ended: {stubs_alive()} of {instances} left"
+        elif alive < instances and not stop.is_set():
+            ended = f"the process of an instance ({STUB}) ended: {alive} of {instances} left"
         if ended:
             break
     if ended:
@@ -256,6 +262,7 @@ def main(argv=None):
     check_ports_free(args)
     with tempfile.TemporaryDirectory(prefix="linformer-serve-") as repository:
         write_repository(repository, config, path, copy=False)
+        stop = stop_on_signal()
         triton = start_triton(args, repository)
         try:
             ready = triton.is_alive() and model_ready(args, name)
@@ -267,7 +274,7 @@ def main(argv=None):
         http = "" if args.no_http else f"http://{args.host}:{args.http_port}/v2/models/{name}/infer, "
         print(f"linformer-serve: {name} ({info.kind}, d_model {info.d_model}) on {', '.join(selectors)}: "
               f"{http}gRPC {args.host}:{args.grpc_port}", flush=True)
-        return serve_until_signal(triton, len(selectors))
+        return serve_until_signal(triton, len(selectors), stop)
 
 
 if __name__ == "__main__":
