@@ -239,6 +239,8 @@ def export(directory, config, model_file):
         raise SystemExit(f"linformer-serve: --export-repository {directory} already holds a model {config['name']}")
     try:
         write_repository(directory, config, model_file, copy=True)
+    except ImportError:
+        raise SystemExit("linformer-serve needs Triton's client: pip install \"linformer-cl[serve]\"") from None
     except OSError as e:
         raise SystemExit(f"linformer-serve: --export-repository {directory}: {e}")
     print(f"linformer-serve: {config['name']} written to {pathlib.Path(directory) / config['name']}", flush=True)

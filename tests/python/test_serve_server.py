@@ -197,11 +197,11 @@ def test_the_stock_tritonserver_serves_the_exported_repository(tmp_path):
     (backend / "triton_python_backend_stub").symlink_to(get_stub_path(f"{sys.version_info[0]}.{sys.version_info[1]}"))
     http_port, grpc_port, metrics_port = serve_load.free_ports(3)
     import linformer_cl
-    # The package where this Python finds it, the server's GEMMs, and this
-    # Python first on PATH: the stub takes its packages from the first python3
-    # there, as under PyTriton (the Triton image's own Python in a container).
+    # The package where this Python finds it, and this Python first on PATH:
+    # the stub takes its packages from the first python3 there, as under
+    # PyTriton (the Triton image's own Python in a container).
     env = dict(os.environ, LD_LIBRARY_PATH=str(get_libs_path()),
-               PYTHONPATH=str(pathlib.Path(linformer_cl.__file__).resolve().parent.parent), LINFORMER_GEMM="clblast",
+               PYTHONPATH=str(pathlib.Path(linformer_cl.__file__).resolve().parent.parent),
                PATH=os.pathsep.join([os.path.dirname(sys.executable), os.environ["PATH"]]))
     host = serve_load.HOST
     command = [str(triton / "bin" / "tritonserver"), f"--model-repository={repository}",
