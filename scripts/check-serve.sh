@@ -8,7 +8,8 @@
 # and Intel's runtime), smaller on a token model, and served over gRPC alone
 # (--no-http). Then tests/python/test_serve_server.py: readiness that follows
 # the instances' processes, the warm-up, the rejected-request metric, a
-# configuration without host paths. Installs PyTriton and Triton's client,
+# configuration without host paths, an exported repository served by the
+# stock tritonserver. Installs PyTriton and Triton's client,
 # versions pinned here, into build/pyenv (psutil is Debian's).
 set -eu
 cd "$(dirname "$0")/.."

@@ -4,7 +4,8 @@ One server at a time (a small model on PoCL), started as bench/serve_load.py
 starts it: readiness that follows the Python backend's processes, a first
 request that finds the kernels compiled, metrics that count rejected
 requests, a model configuration without host paths, a start without the
-GPU metrics' errors. Run by
+GPU metrics' errors; and an exported repository (--export-repository)
+served by the stock tritonserver of the PyTriton wheel. Run by
 scripts/check-serve.sh, which installs PyTriton and Triton's client.
 """
 import json
