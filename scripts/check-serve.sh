@@ -6,13 +6,17 @@
 # hostile request of bench/serve_hostile.py), then a SIGTERM with
 # requests in flight. On PoCL alone, with an instance on each device (PoCL
 # and Intel's runtime), smaller on a token model, and served over gRPC alone
-# (--no-http). Installs PyTriton and Triton's client, versions pinned here,
-# into build/pyenv.
+# (--no-http). Then tests/python/test_serve_server.py: readiness that follows
+# the instances' processes, the warm-up, the rejected-request metric, a
+# configuration without host paths, an exported repository served by the
+# stock tritonserver. Installs PyTriton and Triton's client,
+# versions pinned here, into build/pyenv (psutil is Debian's).
 set -eu
 cd "$(dirname "$0")/.."
 PYTRITON_VERSION=0.7.0
 TRITONCLIENT_VERSION=2.73.0
 scripts/install-python-test.sh
+scripts/install-packages.sh python3-psutil
 PY=build/pyenv/bin/python
 $PY -c "from importlib.metadata import version as v
 assert v('nvidia-pytriton') == '$PYTRITON_VERSION' and v('tritonclient') == '$TRITONCLIENT_VERSION'" 2>/dev/null ||
@@ -29,3 +33,5 @@ load $MODELS/encoder_short.model.safetensors --device all --log build/serve-load
 load $MODELS/lm.model.safetensors --device pocl --clients 2 --requests 10 --log build/serve-load-lm.log
 load $MODELS/encoder_short.model.safetensors --device pocl --grpc-only --clients 2 --requests 10 \
     --log build/serve-load-grpc.log
+export POCL_CACHE_DIR="$PWD/build/pocl-cache" LINFORMER_CACHE_DIR="$PWD/build/kernel-cache"
+(cd tests/python && timeout 900 ../../$PY -m pytest -q -p no:cacheprovider test_serve_server.py)

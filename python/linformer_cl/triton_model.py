@@ -1,34 +1,40 @@
 """The model that Triton's Python backend runs: one instance of a linformer_cl model.
 
-Triton loads this file as the model's model.py (linformer_cl.serve sends it
-with the model's configuration) and starts one process per instance, each
-with its own model object and so its own OpenCL context. The configuration's
-parameters name the model file and the devices; instance i takes device i.
+Triton loads this file as the model's model.py (linformer_cl.serve writes it
+into the model's repository) and starts one process per instance, each with
+its own model object and so its own OpenCL context. The weights lie beside
+it in the version folder (model.safetensors); the configuration's parameters
+name the devices: instance i takes device i.
 """
 import json
-import sys
+import os
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
-linformer_cl = batching = None  # imported by initialize(), from where the serving process found them
+import linformer_cl
+from linformer_cl import _batching as batching
 
 
 class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
         params = {key: value["string_value"] for key, value in config["parameters"].items()}
-        # The backend's Python starts with its own path, not the serving process's.
-        sys.path.insert(0, params["package_root"])
-        global linformer_cl, batching
-        import linformer_cl
-        from linformer_cl import _batching as batching
         # Triton names instances <model>_<group>_<index>; there is one group.
         index = int(args["model_instance_name"].rsplit("_", 1)[1])
         self.selector = params["devices"].split(",")[index]
         heads = int(params["heads_option"]) or None
-        self.model = linformer_cl.load(params["file"], device=self.selector or None, heads=heads)
+        weights = os.path.join(args["model_repository"], args["model_version"], "model.safetensors")
+        self.model = linformer_cl.load(weights, device=self.selector or None, heads=heads)
         self.input = "tokens" if self.model.info.takes_tokens else "x"
+        # Triton's Python backend counts a request as a success when its
+        # execute() returns, error responses included: the rejected ones are
+        # counted here, on the same metrics endpoint.
+        # (The family must outlive its metric.)
+        self.family = pb_utils.MetricFamily(name="linformer_request_rejected", kind=pb_utils.MetricFamily.COUNTER,
+                                       description="Requests answered with an error naming their input's problem "
+                                                   "(HTTP 400); nv_inference_request_success counts them too")
+        self.rejected = self.family.Metric(labels={"model": args["model_name"], "version": args["model_version"]})
 
     def execute(self, requests):
         arrays = [pb_utils.get_input_tensor_by_name(r, self.input).as_numpy() for r in requests]
@@ -43,6 +49,7 @@ class TritonPythonModel:
                 errors.update((i, bad_input(str(e))) for i in good)
             except linformer_cl.Error as e:  # the device's failure, not the requests'
                 errors.update((i, pb_utils.TritonError(str(e))) for i in good)
+        self.rejected.increment(sum(e.code() == pb_utils.TritonError.INVALID_ARG for e in errors.values()))
         return [pb_utils.InferenceResponse(error=errors[i]) if i in errors else self._answer(arrays[i], outputs[i])
                 for i in range(len(requests))]
 
