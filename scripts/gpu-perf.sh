@@ -3,8 +3,9 @@
 # without the test suite, with the GEMM bar (the model's GEMMs in PyTorch, TF32
 # off), the copy bandwidth at vector widths 1 and 4, the peers (the layer and
 # the 12-layer model at n 4096 and 16384 against PyTorch on CUDA) with our
-# stage profiles, then `linformer tune` and the peers again, tuned. Each step
-# is time-boxed so that the whole run takes at most about 7 minutes; every
+# stage profiles, the model once more with the elementwise kernels at vw=4,
+# then `linformer tune` and the peers again, tuned. Each step is time-boxed
+# so that the whole run takes at most about 7 minutes; every
 # step writes its files into OUTDIR as it ends, so a run cut short keeps what
 # it measured. Any of gpu-run.sh's variables may be set to change it.
 #
@@ -12,6 +13,6 @@
 set -eu
 export LF_GPU_TESTS="${LF_GPU_TESTS:-none}" LF_GPU_PERF=1 LF_GPU_PEERS="${LF_GPU_PEERS:-1}" \
     LF_GPU_TUNE="${LF_GPU_TUNE:-1}" LF_GPU_N="${LF_GPU_N:-512,4096,16384}" LF_GPU_K="${LF_GPU_K:-256}" \
-    LF_GPU_BENCH_S="${LF_GPU_BENCH_S:-30}" LF_GPU_BAR_S="${LF_GPU_BAR_S:-45}" LF_GPU_COPY_S="${LF_GPU_COPY_S:-25}" \
-    LF_GPU_PEERS_S="${LF_GPU_PEERS_S:-100}" LF_GPU_TUNE_S="${LF_GPU_TUNE_S:-60}"
+    LF_GPU_BENCH_S="${LF_GPU_BENCH_S:-30}" LF_GPU_BAR_S="${LF_GPU_BAR_S:-30}" LF_GPU_COPY_S="${LF_GPU_COPY_S:-25}" \
+    LF_GPU_PEERS_S="${LF_GPU_PEERS_S:-90}" LF_GPU_TUNE_S="${LF_GPU_TUNE_S:-60}"
 exec "$(dirname "$0")/gpu-run.sh" "$@"

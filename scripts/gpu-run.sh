@@ -20,7 +20,8 @@
 #      run` on the device and through PyTorch on the GPU (CUDA), outputs checked
 #      against PyTorch's: DEVICE-peers.csv, and each of our runs once more with
 #      --profile into profiles/ (needs a Python with torch, safetensors and
-#      linformer: LF_GPU_PYTHON)
+#      linformer: LF_GPU_PYTHON); with LF_GPU_PERF=1 also the 12-layer model at
+#      its first n with the elementwise kernels at vw=4 (profiles-vw4/)
 #   6. with LF_GPU_TUNE=1: `linformer tune`, then step 3 again into
 #      DEVICE-tuned.* (LF_GPU_PERF=1: step 5 again into DEVICE-peers-tuned.csv
 #      and profiles-tuned/ instead)
@@ -183,6 +184,16 @@ peers() {
     [ "$step_rc" = 0 ] || status=1
 }
 [ "${LF_GPU_PEERS:-0}" = 1 ] && peers ""
+# the elementwise kernels four floats a work-item: the 12-layer model at its first n once more, profiled
+if [ "${LF_GPU_PERF:-0}" = 1 ] && [ "${LF_GPU_PEERS:-0}" = 1 ]; then
+    step peers-vw4 "$((${LF_GPU_PEERS_S:-240} / 2))" "$out/$slug-peers-vw4.log" env PYTHONUNBUFFERED=1 \
+        LINFORMER_KERNEL_PARAMS=vw=4 "${LF_GPU_PYTHON:-python3}" "$root/bench/compare_peers.py" --linformer "$tool" \
+        --peers pytorch --torch-device "${LF_GPU_TORCH_DEVICE:-cuda}" --devices "$LINFORMER_DEVICE" \
+        --model linformer12 --model-n "$(echo "${LF_GPU_PEERS_MODEL_N:-4096}" | cut -d, -f1)" --rounds 1 --repeat 3 \
+        --no-wall --csv "$out/$slug-peers-vw4.csv" \
+        --profile-dir "$out/profiles-vw4"
+    [ "$step_rc" = 0 ] || status=1
+fi
 
 # ---- 6. tuning, when asked for ----
 if [ "${LF_GPU_TUNE:-0}" = 1 ]; then
