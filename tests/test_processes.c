@@ -12,6 +12,9 @@
  *     own, with the bits its parent then gets.
  *   - A process that exits while a thread of its runs forwards ends with
  *     exit()'s status (Intel's runtime aborted, PoCL's crashed, under them).
+ *   - A child forked while another thread of its parent opens and frees
+ *     contexts (the first listing of the platforms included) lists the
+ *     devices, and opens a context or is refused naming fork(), at once.
  * Each child has CHILD_SECONDS before SIGALRM ends it: a hang fails the test.
  * Criterion runs each test in a fresh process, so "had not started" holds.
  */
@@ -260,4 +263,45 @@ Test(processes, exit_while_a_thread_runs_forwards_ends_cleanly)
         const int st = in_child(exit_during_forwards, NULL);
         cr_assert_eq(st, 0, "attempt %d: the child's setup failed (%d)", i, st);
     }
+}
+
+static atomic_bool opening_ends;
+
+static void *open_and_free(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&opening_ends)) {
+        lf_context *ctx = NULL;
+        if (lf_context_create(NULL, &ctx, NULL, 0) == LF_OK) lf_context_free(ctx);
+    }
+    return NULL;
+}
+
+/* A child forked before OpenCL started in its parent opens a context; one forked after is refused. */
+static int list_and_open(void *arg)
+{
+    (void)arg;
+    char msg[1024] = "";
+    size_t count = 0;
+    if (lf_devices_list(NULL, 0, &count, msg, sizeof msg) != LF_OK || count == 0) {
+        fprintf(stderr, "check 1: listing in the child: %s\n", msg);
+        return 1;
+    }
+    lf_context *ctx = NULL;
+    const lf_status st = lf_context_create(NULL, &ctx, msg, sizeof msg);
+    if (st != LF_OK) return refused(2, st, msg);
+    lf_context_free(ctx);
+    return 0;
+}
+
+Test(processes, a_fork_while_another_thread_opens_contexts_leaves_a_child_that_answers)
+{
+    pthread_t thread;
+    cr_assert_eq(pthread_create(&thread, NULL, open_and_free, NULL), 0);
+    for (int i = 0; i < 40; i++) { /* the first forks land in the first listing of the platforms */
+        const int bad = in_child(list_and_open, NULL);
+        cr_assert_eq(bad, 0, "fork %d: the child's check %d failed (see its stderr)", i, bad);
+    }
+    atomic_store(&opening_ends, true);
+    pthread_join(thread, NULL);
 }

@@ -90,20 +90,16 @@ static lf_status context_new(lf_context **out)
     return LF_OK;
 }
 
-lf_status lf__context_open(const char *selector, lf_context **out, char *errbuf, size_t errbuf_size)
+/* lf__context_open, under the opening lock. */
+static lf_status open_held(const char *selector, lf_context **out, char *errbuf, size_t errbuf_size)
 {
-    if (!out) return lf__fail_buf(errbuf, errbuf_size, LF_ERR_ARGUMENT, "out is NULL");
-    *out = NULL;
-    LF_TRY(lf__fork_check_new(errbuf, errbuf_size));
-    if (!selector) selector = getenv("LINFORMER_DEVICE");
-
     size_t count = 0;
-    lf_status st = lf_devices_list(NULL, 0, &count, errbuf, errbuf_size);
+    lf_status st = lf__devices_list_held(NULL, 0, &count, errbuf, errbuf_size);
     if (st != LF_OK) return st;
     lf_device_info *devs = calloc(count, sizeof *devs);
     if (!devs) return lf__fail_buf(errbuf, errbuf_size, LF_ERR_OUT_OF_MEMORY, "out of host memory listing devices");
     size_t index = 0;
-    st = lf_devices_list(devs, count, &count, errbuf, errbuf_size);
+    st = lf__devices_list_held(devs, count, &count, errbuf, errbuf_size);
     if (st == LF_OK) st = lf_devices_select(selector, devs, count, &index, errbuf, errbuf_size);
     if (st != LF_OK) {
         free(devs);
@@ -146,6 +142,19 @@ lf_status lf__context_open(const char *selector, lf_context **out, char *errbuf,
     ctx->profiling = true;
     *out = ctx;
     return LF_OK;
+}
+
+lf_status lf__context_open(const char *selector, lf_context **out, char *errbuf, size_t errbuf_size)
+{
+    if (!out) return lf__fail_buf(errbuf, errbuf_size, LF_ERR_ARGUMENT, "out is NULL");
+    *out = NULL;
+    LF_TRY(lf__fork_check_new(errbuf, errbuf_size));
+    if (!selector) selector = getenv("LINFORMER_DEVICE");
+    lf__fork_opencl_starts();
+    lf__opening_lock();
+    const lf_status st = open_held(selector, out, errbuf, errbuf_size);
+    lf__opening_unlock();
+    return st;
 }
 
 lf_status lf__context_wrap(cl_context context, cl_command_queue queue, lf_context **out,

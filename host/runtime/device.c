@@ -115,8 +115,7 @@ static size_t platform_devices(cl_platform_id platform, cl_uint p, lf_device_inf
     return nd;
 }
 
-/* lf_devices_list, under devices_lock. */
-static lf_status list_devices(lf_device_info *out, size_t capacity, size_t *count, char *errbuf, size_t errbuf_size)
+lf_status lf__devices_list_held(lf_device_info *out, size_t capacity, size_t *count, char *errbuf, size_t errbuf_size)
 {
     cl_platform_id platforms[LF_MAX_PLATFORMS];
     cl_uint np = 0;
@@ -152,16 +151,7 @@ static lf_status list_devices(lf_device_info *out, size_t capacity, size_t *coun
 /* Threads that list devices at once, as the first ones of a process opening
  * contexts do, crashed inside PoCL 3.1: its clGetDeviceInfo(CL_DEVICE_NAME)
  * read a NULL name while another thread was in its first calls. The listing,
- * which every context's creation goes through, runs one thread at a time. */
-static pthread_mutex_t devices_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_once_t devices_lock_once = PTHREAD_ONCE_INIT;
-
-/* fork() waits for a listing on another thread to end, so that the child
- * finds the lock free (a listing in the child works on every runtime here). */
-static void devices_lock_take(void) { pthread_mutex_lock(&devices_lock); }
-static void devices_lock_give(void) { pthread_mutex_unlock(&devices_lock); }
-static void devices_lock_watch(void) { pthread_atfork(devices_lock_take, devices_lock_give, devices_lock_give); }
-
+ * which every context's creation goes through, holds the opening lock. */
 lf_status lf_devices_list(lf_device_info *out, size_t capacity, size_t *count, char *errbuf,
                           size_t errbuf_size)
 {
@@ -169,11 +159,10 @@ lf_status lf_devices_list(lf_device_info *out, size_t capacity, size_t *count, c
     if (!out && capacity)
         return lf__fail_buf(errbuf, errbuf_size, LF_ERR_ARGUMENT, "out is NULL but capacity is %zu", capacity);
     *count = 0;
-    pthread_once(&devices_lock_once, devices_lock_watch);
     lf__fork_opencl_starts();
-    pthread_mutex_lock(&devices_lock);
-    const lf_status st = list_devices(out, capacity, count, errbuf, errbuf_size);
-    pthread_mutex_unlock(&devices_lock);
+    lf__opening_lock();
+    const lf_status st = lf__devices_list_held(out, capacity, count, errbuf, errbuf_size);
+    lf__opening_unlock();
     return st;
 }
 

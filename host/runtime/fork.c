@@ -3,31 +3,39 @@
  * threads, and a runtime's queue waits for threads that are gone (PoCL's
  * workers: the child's first clFinish never returns, on a new context as on
  * an inherited one, once the parent has listed PoCL's platform). The library
- * counts forks in each child (pthread_atfork) and stamps every context with
- * the count it was created under: a context with another count is the
- * parent's and is refused, and a process forked after OpenCL had started in
- * it (or in an ancestor) opens no context at all, on any runtime, since none
- * promises to work across fork(). */
+ * counts forks in each child (pthread_atfork, from the moment it is loaded)
+ * and stamps every context with the count it was created under: a context
+ * with another count is the parent's and is refused, and a process forked
+ * after OpenCL had started in it (or in an ancestor) opens no context at all,
+ * on any runtime, since none promises to work across fork().
+ *
+ * Opening OpenCL (listing the platforms and devices, creating a context and
+ * its queue) holds the opening lock, and fork() takes it first: a fork on one
+ * thread waits for another thread's opening to end, so that no child starts
+ * inside the ICD loader's or a runtime's initialisation with their locks or
+ * ours held by a thread it does not have (such a child hung on its first
+ * listing). The handlers are registered when the library is loaded: one
+ * registered by the first opening, on a thread racing a fork, missed it. */
 #include "runtime.h"
 
 static atomic_uint forks;          /* fork()s between the process that loaded the library and this one */
 static atomic_bool opencl_started; /* the library has called into OpenCL here or in an ancestor */
 static atomic_bool opencl_inherited; /* ... before the fork() that made this process */
-static pthread_once_t watch_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t opening = PTHREAD_MUTEX_INITIALIZER;
+
+void lf__opening_lock(void) { pthread_mutex_lock(&opening); }
+void lf__opening_unlock(void) { pthread_mutex_unlock(&opening); }
 
 static void in_child(void)
 {
     atomic_fetch_add(&forks, 1);
     if (atomic_load(&opencl_started)) atomic_store(&opencl_inherited, true);
+    lf__opening_unlock(); /* taken by this thread before the fork */
 }
 
-static void watch(void) { pthread_atfork(NULL, NULL, in_child); }
+__attribute__((constructor)) static void watch(void) { pthread_atfork(lf__opening_lock, lf__opening_unlock, in_child); }
 
-void lf__fork_opencl_starts(void)
-{
-    pthread_once(&watch_once, watch);
-    atomic_store(&opencl_started, true);
-}
+void lf__fork_opencl_starts(void) { atomic_store(&opencl_started, true); }
 
 unsigned lf__fork_count(void) { return atomic_load(&forks); }
 

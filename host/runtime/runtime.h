@@ -100,6 +100,11 @@ void lf__clblast_clear_cache(void);
  * devices, wrapping a host's queue): from then on a forked child knows that
  * OpenCL had started in its parent. */
 void lf__fork_opencl_starts(void);
+/* Listing the platforms and devices and opening a device hold this lock,
+ * which fork() takes first (fork.c): one thread at a time opens OpenCL, and
+ * no child is made in the middle. */
+void lf__opening_lock(void);
+void lf__opening_unlock(void);
 /* The fork()s counted in this process since the library was loaded. */
 unsigned lf__fork_count(void);
 /* LF_ERR_STATE, the message in errbuf, in a process forked after OpenCL had
@@ -117,6 +122,8 @@ lf_status lf__exit_enter(lf_context *ctx);
 void lf__exit_leave(void);
 
 /* ---- Devices (device.c) ---- */
+/* lf_devices_list's listing, its arguments valid, under the opening lock. */
+lf_status lf__devices_list_held(lf_device_info *out, size_t capacity, size_t *count, char *errbuf, size_t errbuf_size);
 /* Fills info from an OpenCL device; indices are set by the caller. */
 void lf__device_query(cl_platform_id platform, cl_device_id device, lf_device_info *info);
 

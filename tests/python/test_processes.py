@@ -1,5 +1,6 @@
-"""The package under processes and signals: fork, multiprocessing's three start methods, SIGINT during a forward,
-a thread's forward while the interpreter exits, models left open at exit.
+"""The package under processes and signals: fork, multiprocessing's three start methods, SIGINT, SIGTERM and SIGALRM
+during a forward, a thread's forward while the interpreter exits, models left open at exit, close() from another
+thread, weak references, atexit handlers, exec, forks while another thread loads models.
 
 Each case runs a script of its own in a fresh interpreter with a time limit, so that a hang fails the test (and
 this process, which has started OpenCL, forks nothing). A script prints what it saw; the test reads it.
@@ -276,3 +277,275 @@ def test_a_process_pool_forked_from_a_process_with_a_model_returns_the_refusal(t
                 attempt("pool", lambda: pool.submit(work).result(timeout=100))
     """)
     assert any(line.startswith("pool refused:") and "fork()" in line for line in out), out
+
+
+def test_forks_while_another_thread_loads_and_closes_models_leave_children_that_answer(tmp_path, device):
+    # The fork lands while the thread lists the OpenCL platforms or opens a device (the first time included):
+    # the child must list the devices and get the refusal (or, forked before OpenCL started, its own model).
+    out = run(tmp_path, device, """
+        import threading
+        stop = threading.Event()
+
+        def churn():
+            while not stop.is_set():
+                linformer_cl.load(LAYER, device=DEVICE).close()
+
+        t = threading.Thread(target=churn)
+        t.start()
+        statuses = []
+        for i in range(20):
+            pid = os.fork()
+            if pid == 0:
+                __import__("signal").alarm(30)
+                ok = len(linformer_cl.devices()) > 0
+                try:
+                    linformer_cl.load(LAYER, device=DEVICE).close()
+                except linformer_cl.StateError as e:
+                    ok = ok and "fork()" in str(e)
+                os._exit(0 if ok else 3)
+            statuses.append(os.waitpid(pid, 0)[1])
+        stop.set()
+        t.join()
+        print("statuses", sorted(set(statuses)))
+    """)
+    assert "statuses [0]" in out, out
+
+
+@pytest.mark.parametrize("how", ["default", "handler"])
+def test_sigterm_during_a_forward_ends_the_process_at_once_or_through_its_handler(tmp_path, device, how):
+    # SIGTERM's default ends the process where it stands, inside the runtime; a handler that raises SystemExit
+    # ends it once the forward is done, through the interpreter's exit (the open model freed there).
+    script = tmp_path / "case.py"
+    script.write_text(PRELUDE + textwrap.dedent(f"""
+        import signal
+        if {how == "handler"!r}:
+            signal.signal(signal.SIGTERM, lambda *a: sys.exit(7))
+        m = linformer_cl.load(LAYER, device=DEVICE)
+        big = np.random.default_rng(8).standard_normal((64, 48, 32)).astype(np.float32)
+        m(big)
+        print("ready", flush=True)
+        while True:
+            m(big)
+    """))
+    p = subprocess.Popen([sys.executable, str(script), device], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        time.sleep(0.3)
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=30)
+    finally:
+        p.kill()
+    assert p.returncode == (-signal.SIGTERM if how == "default" else 7), f"exit {p.returncode}\n{out}\n{err}"
+    assert "Traceback" not in err, err
+
+
+def test_an_exception_raised_by_sigalrm_during_forwards_leaves_the_model_exact(tmp_path, device):
+    out = run(tmp_path, device, """
+        import signal
+
+        class Alarm(Exception):
+            pass
+
+        def ring(*a):
+            raise Alarm()
+
+        m = linformer_cl.load(LAYER, device=DEVICE)
+        want = m(x)
+        signal.signal(signal.SIGALRM, ring)
+        rang = 0
+        for i in range(300):
+            signal.setitimer(signal.ITIMER_REAL, 0.0001 * (i % 20 + 1))
+            try:
+                m(x)
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            except Alarm:
+                rang += 1
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        print("rang", rang > 0, "same", np.array_equal(m(x), want), flush=True)
+    """)
+    assert "rang True same True" in out, out
+
+
+def test_keyboardinterrupt_during_a_torch_modules_batch_leaves_it_exact(tmp_path, device):
+    out = run(tmp_path, device, """
+        import signal
+        import torch
+        from linformer_cl.torch import Module
+        mod = Module.load(LAYER, device=DEVICE)
+        batch = torch.from_numpy(np.random.default_rng(8).standard_normal((64, 48, 32)).astype(np.float32))
+        want = mod(batch)
+        caught = 0
+        for i in range(50):
+            signal.setitimer(signal.ITIMER_REAL, 0.001 * (i % 10 + 1))
+            signal.signal(signal.SIGALRM, signal.default_int_handler)
+            try:
+                mod(batch)
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            except KeyboardInterrupt:
+                caught += 1
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        print("caught", caught > 0, "same", torch.equal(mod(batch), want), flush=True)
+    """)
+    assert "caught True same True" in out, out
+
+
+def test_close_from_another_thread_during_forwards_waits_and_later_calls_are_refused(tmp_path, device):
+    out = run(tmp_path, device, """
+        import threading
+        m = linformer_cl.load(LAYER, device=DEVICE)
+        big = np.random.default_rng(8).standard_normal((64, 48, 32)).astype(np.float32)
+        want = m(big)
+        seen, started = [], threading.Event()
+
+        def loop():
+            while True:
+                started.set()
+                try:
+                    seen.append(np.array_equal(m(big), want))
+                except linformer_cl.StateError as e:
+                    seen.append(str(e))
+                    return
+
+        t = threading.Thread(target=loop)
+        t.start()
+        started.wait()
+        m.close()
+        t.join(60)
+        print("joined", not t.is_alive(), "exact", all(s is True for s in seen[:-1]), "last", seen[-1], flush=True)
+        attempt("after", lambda: m(x))
+        attempt("profile", lambda: m.last_profile)
+        m.close()
+        print("closed twice", repr(m), flush=True)
+    """)
+    assert "joined True exact True last the model is closed" in out, out
+    assert "after refused: the model is closed" in out and "profile refused: the model is closed" in out, out
+    assert any(line.startswith("closed twice ") and "on closed>" in line for line in out), out
+
+
+def test_a_weak_reference_outlives_close_and_dies_with_the_model(tmp_path, device):
+    out = run(tmp_path, device, """
+        import gc, weakref
+        m = linformer_cl.load(LAYER, device=DEVICE)
+        ref = weakref.ref(m)
+        fin = weakref.finalize(m, print, "finalized", flush=True)
+        m.close()
+        print("alive", ref() is m, flush=True)
+        attempt("through ref", lambda: ref()(x))
+        del m
+        gc.collect()
+        print("dead", ref() is None, fin.alive, flush=True)
+    """)
+    assert "alive True" in out and "through ref refused: the model is closed" in out, out
+    assert "finalized" in out and "dead True False" in out, out
+
+
+def test_a_worker_thread_goes_on_with_its_forwards_after_the_main_thread_returns(tmp_path, device):
+    # The interpreter waits for non-daemon threads before it exits: their forwards run to the end.
+    out = run(tmp_path, device, """
+        import threading
+        m = linformer_cl.load(LAYER, device=DEVICE)
+        want = m(x)
+
+        def work():
+            same = all(np.array_equal(m(x), want) for _ in range(200))
+            print("worker same", same, flush=True)
+
+        threading.Thread(target=work).start()
+        print("main returns", flush=True)
+    """)
+    assert out[:2] == ["main returns", "worker same True"], out
+
+
+def test_a_fork_from_a_worker_thread_during_the_main_threads_forwards(tmp_path, device):
+    out = run(tmp_path, device, """
+        import threading
+        m = linformer_cl.load(LAYER, device=DEVICE)
+        want = m(x)
+        stop = threading.Event()
+        statuses = []
+
+        def forker():
+            for _ in range(10):
+                pid = os.fork()
+                if pid == 0:
+                    __import__("signal").alarm(30)
+                    try:
+                        m(x)
+                        os._exit(1)
+                    except linformer_cl.StateError:
+                        os._exit(0)
+                statuses.append(os.waitpid(pid, 0)[1])
+            stop.set()
+
+        t = threading.Thread(target=forker)
+        t.start()
+        same = True
+        while not stop.is_set():
+            same = same and np.array_equal(m(x), want)
+        t.join()
+        print("statuses", sorted(set(statuses)), "same", same, flush=True)
+    """)
+    assert "statuses [0] same True" in out, out
+
+
+@pytest.mark.parametrize("what", ["forward", "load"])
+def test_an_atexit_handler_that_calls_the_package_ends_cleanly(tmp_path, device, what):
+    # atexit handlers run before the package's own exit hook (registered at import, so run after them).
+    out = run(tmp_path, device, f"""
+        import atexit
+        m = linformer_cl.load(LAYER, device=DEVICE)
+        if {what!r} == "forward":
+            atexit.register(lambda: attempt("at exit", lambda: m(x)))
+        else:
+            atexit.register(lambda: attempt("at exit", lambda: linformer_cl.load(LAYER, device=DEVICE)(x)))
+        print("exiting", flush=True)
+    """)
+    assert "exiting" in out and "at exit ran" in out, out
+
+
+@pytest.mark.parametrize("how", ["deepcopy", "torch.save"])
+def test_a_torch_module_is_neither_deep_copied_nor_saved_whole(tmp_path, device, how):
+    out = run(tmp_path, device, f"""
+        import copy, io
+        import torch
+        from linformer_cl.torch import Module
+        mod = Module.load(LAYER, device=DEVICE)
+        try:
+            copy.deepcopy(mod) if {how!r} == "deepcopy" else torch.save(mod, io.BytesIO())
+            print("copied")
+        except linformer_cl.ArgumentError as e:
+            print("refused:", e)
+        print("still", mod(torch.from_numpy(x)).shape, flush=True)
+    """)
+    assert any(line.startswith("refused:") and "cannot be copied or pickled" in line for line in out), out
+    assert "still torch.Size([2, 40, 32])" in out, out
+
+
+def test_exec_while_a_thread_runs_forwards_starts_the_new_program_cleanly(tmp_path, device):
+    out = run(tmp_path, device, """
+        import threading
+        m = linformer_cl.load(LAYER, device=DEVICE)
+        started = threading.Event()
+
+        def loop():
+            while True:
+                started.set()
+                m(x)
+
+        threading.Thread(target=loop, daemon=True).start()
+        started.wait()
+        sys.stdout.flush()
+        os.execv(sys.executable, [sys.executable, "-c", "print('after exec')"])
+    """)
+    assert "after exec" in out, out
+
+
+def test_threads_loading_at_once_in_a_fresh_process_get_the_same_model(tmp_path, device):
+    out = run(tmp_path, device, """
+        import concurrent.futures
+        with concurrent.futures.ThreadPoolExecutor(6) as pool:
+            outs = list(pool.map(lambda _: linformer_cl.load(LAYER, device=DEVICE)(x), range(6)))
+        print("same", all(np.array_equal(o, outs[0]) for o in outs), flush=True)
+    """)
+    assert "same True" in out, out
