@@ -20,6 +20,9 @@ replaced, not the link; an existing file keeps its mode, a new one gets 0666
 less the umask. An output that exists and is not a regular file (a FIFO, a
 device, a folder) is refused (the program writes into such files in place).
 A checkpoint that is not a regular file is refused before it is opened.
+SIGINT or SIGTERM during a conversion removes the temporary and ends it with
+128 plus the signal's number, the output left as it was (SIGKILL leaves the
+temporary, never a partial output).
 Needs torch and safetensors.
 """
 import argparse
@@ -27,9 +30,11 @@ import contextlib
 import errno
 import os
 import pickle
+import signal
 import stat
 import sys
 import tempfile
+import threading
 
 from .checkpoint import file_kind
 from .errors import Error, FileError
@@ -40,10 +45,20 @@ DROPPED_SUFFIXES = (".version", "._float_tensor")  # fairseq's bookkeeping buffe
 LAYERWISE = "compress_layer.weight"
 LAYERWISE_ALIASES = ("self_attn.compress_k.weight", "self_attn.compress_v.weight")
 READABLE = ("float32", "float16", "bfloat16", "float64", "int32", "int64")  # what the library reads
+STOPS = (signal.SIGINT, signal.SIGTERM)  # what ends a conversion with its temporary removed
+TEMP_NAME_BYTES = 200  # of the output's name in its temporary's, which takes ".", "." and 8 more in 255
 
 
 class ConvertError(Exception):
     pass
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM during the command, raised where the conversion stands (before the output's rename)."""
+
+    def __init__(self, signum):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
 
 
 def fairseq_config(ckpt):
@@ -86,6 +101,11 @@ def select(state, prefix):
         if not torch.is_tensor(value) or not name.startswith(prefix) or name.endswith(DROPPED_SUFFIXES):
             continue
         short = name[len(prefix):]
+        try:
+            short.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConvertError(f"tensor {name!r} is not text that UTF-8 can hold (a lone surrogate), as a "
+                               "safetensors name must be") from None
         if "\0" in short:  # the library refuses such a file: refused here, before it is written
             raise ConvertError(f"tensor {name!r} holds a NUL character, which no name the library reads may hold")
         if not short:
@@ -142,6 +162,10 @@ def _target(path):
     (toolkit/output_file.c): a symlink's target, never the link; a regular file only where it may be
     written. What is not a regular file (a FIFO, a device, a folder) is refused: simpler than writing into it
     in place as the program does, and a safetensors file is no stream for one."""
+    if not path:
+        raise FileError("the output path is empty")
+    if path.endswith(os.sep):
+        raise FileError(f"cannot write {path}: it ends with \"{os.sep}\", as a folder's name does: name the file")
     target = os.path.realpath(path) if os.path.islink(path) else path
     try:
         st = os.stat(target)
@@ -154,7 +178,8 @@ def _target(path):
     if not stat.S_ISREG(st.st_mode):
         raise FileError(f"cannot write {path}: it is {file_kind(st.st_mode)}, not a regular file")
     if not os.access(target, os.W_OK):
-        raise FileError(f"cannot write {path}: {os.strerror(errno.EACCES)}")
+        read_only = os.statvfs(target).f_flag & os.ST_RDONLY  # which root meets too, unlike a mode
+        raise FileError(f"cannot write {path}: {os.strerror(errno.EROFS if read_only else errno.EACCES)}")
     return target, st
 
 
@@ -169,15 +194,22 @@ def _new_file_mode():
     return 0o666 & ~mask
 
 
-def write(state, path, meta):
-    """Writes the file whole beside what it replaces, syncs it, then renames it there; on any failure the
-    temporary is removed and the old file is left as it was. The old file's mode (and owner, where that is
-    allowed) is kept; a new file gets 0666 less the umask."""
+def _temp_prefix(name):
+    """The start of the temporary's name beside the file `name`: short enough for mkstemp's 8 characters."""
+    while len(os.fsencode(name)) > TEMP_NAME_BYTES:
+        name = name[:-1]
+    return f".{name}."
+
+
+def write(state, path, meta, before_rename=None):
+    """Writes the file whole beside what it replaces, syncs it, then renames it there (before_rename is called
+    just before); on any failure the temporary is removed and the old file is left as it was. The old file's
+    mode (and owner, where that is allowed) is kept; a new file gets 0666 less the umask."""
     from safetensors.torch import save  # not save_file, which puts a new file of mode 0600 at its path
     target, old = _target(path)
     folder, name = os.path.split(os.path.abspath(target))
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=folder)
+        fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(name), dir=folder)
     except OSError as e:
         raise _no_file_in_folder(path, target, e) from None
     try:
@@ -189,9 +221,13 @@ def write(state, path, meta):
             f.write(save(state, metadata=meta))
             f.flush()
             os.fsync(fd)
+        if before_rename:
+            before_rename()
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as e:
         os.unlink(tmp)
+        if isinstance(e, OSError):  # a full disk, a quota: named with the output, not the temporary
+            raise FileError(f"cannot write {path}: {e.strerror or e}") from None
         raise
 
 
@@ -213,7 +249,33 @@ def parse(argv):
     return p.parse_args(argv)
 
 
-def convert(args):
+def _interrupt(signum, frame):
+    raise Interrupted(signum)
+
+
+def _hold_stops():
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
+
+
+@contextlib.contextmanager
+def _stoppable():
+    """In the main thread: SIGINT and SIGTERM raise Interrupted until the output is renamed into place, after
+    which they wait; the handlers and the signal mask are put back at the end (a signal that waited then acts
+    as it would have)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield None
+        return
+    handlers = {s: signal.signal(s, _interrupt) for s in STOPS}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    try:
+        yield _hold_stops
+    finally:
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+def convert(args, before_rename=None):
     if os.path.exists(args.output) and os.path.exists(args.checkpoint) and \
             os.path.samefile(args.checkpoint, args.output):
         raise ConvertError(f"{args.output} is the checkpoint itself: give another output")
@@ -221,7 +283,7 @@ def convert(args):
     state, config = read_checkpoint(args.checkpoint)
     state = drop_layerwise_aliases(select(state, args.prefix))
     meta = metadata(args, config, state)
-    write(state, args.output, meta)
+    write(state, args.output, meta, before_rename)
     return state, meta
 
 
@@ -234,7 +296,11 @@ def main(argv=None):
         print(f"linformer_cl.convert: needs torch and safetensors ({e})", file=sys.stderr)
         return 1
     try:
-        state, meta = convert(args)
+        with _stoppable() as before_rename:
+            state, meta = convert(args, before_rename)
+    except Interrupted as e:
+        print(f"linformer_cl.convert: interrupted ({e}): {args.output} was not written", file=sys.stderr)
+        return 128 + e.signum
     except (ConvertError, Error, OSError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError) as e:
         print(f"linformer_cl.convert: {e}", file=sys.stderr)
         return 1

@@ -4,7 +4,12 @@ A zip checkpoint that inflates far past its size (a zip bomb) is refused
 before anything is unpacked; tensors that share, overlap or stride through one
 storage keep their own values; a name holding a NUL, a prefix that leaves a
 tensor no name, and an output whose folder cannot take a file are errors that
-name them (the folder, not a temporary's name).
+name them (the folder, not a temporary's name). So are an empty output path,
+one ending in "/", a tensor name UTF-8 cannot hold, a full disk and a
+read-only file system (mounted where mount is allowed); an output name as long
+as a folder takes is written; SIGINT and SIGTERM while the file is written
+remove the temporary (SIGKILL leaves it, never a partial output); links,
+look-alike names and two conversions into one output at once are held.
 """
 import subprocess
 import sys
@@ -119,3 +124,175 @@ def test_an_output_whose_folder_takes_no_file_names_the_folder(tmp_path, where, 
     code, line, _ = convert(ckpt, out)
     folder = str(out.parent)
     assert code == 1 and f"cannot write {out}: {words} (creating a file in \"{folder}\")" == line.split(": ", 1)[1], line
+
+
+def run_plain(*args):
+    """The converter as a command without the measuring wrapper: its status and its whole stderr."""
+    r = subprocess.run([sys.executable, "-m", "linformer_cl.convert", *map(str, args), "--heads", "1"],
+                       capture_output=True, text=True, timeout=300)
+    return r.returncode, r.stderr.strip()
+
+
+def small_checkpoint(tmp_path):
+    ckpt = tmp_path / "good.pt"
+    torch.save({"w": torch.ones(2)}, ckpt)
+    return ckpt
+
+
+def test_an_output_name_as_long_as_a_folder_takes_is_written(tmp_path):
+    out = tmp_path / ("a" * 240 + ".safetensors")  # 252 bytes: the folder takes it, a temporary of ".name.XXXX" not
+    code, line = run_plain(small_checkpoint(tmp_path), out)
+    assert code == 0, line
+    with safe_open(out, "pt") as f:
+        assert f.keys() == ["w"]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+@pytest.mark.parametrize("given,words", [("", "the output path is empty"),
+                                         ("new.safetensors/", 'ends with "/", as a folder\'s name does')])
+def test_an_output_path_that_names_no_file_is_refused_by_name_before_anything_is_written(tmp_path, given, words):
+    import os
+    ckpt = small_checkpoint(tmp_path)
+    folder = tmp_path / "work"
+    folder.mkdir()
+    r = subprocess.run([sys.executable, "-m", "linformer_cl.convert", str(ckpt), given, "--heads", "1"],
+                       capture_output=True, text=True, timeout=300, cwd=folder)
+    assert r.returncode == 1 and words in r.stderr and ".safetensors." not in r.stderr, r.stderr
+    assert sorted(os.listdir(folder)) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["good.pt", "work"]
+
+
+def test_a_tensor_name_that_is_no_text_is_refused_by_name(tmp_path):
+    ckpt = tmp_path / "surrogate.pt"
+    torch.save({"w\udc80": torch.ones(2)}, ckpt)
+    code, line = run_plain(ckpt, tmp_path / "out.safetensors")
+    assert code == 1 and "tensor 'w\\udc80'" in line and "UTF-8" in line, line
+    assert not (tmp_path / "out.safetensors").exists()
+
+
+def mounted(tmp_path, *how):
+    """A folder with `how` mounted on it (mount's arguments before the folder), or a skip where mount is not
+    allowed (not root, or a container without the capability)."""
+    folder = tmp_path / "mnt"
+    folder.mkdir()
+    if subprocess.run(["mount", *how, str(folder)], capture_output=True).returncode != 0:
+        pytest.skip("mount is not allowed here")
+    return folder
+
+
+def umount(folder):
+    subprocess.run(["umount", str(folder)], check=True)
+
+
+def test_a_full_disk_names_the_output_and_leaves_the_old_file_whole(tmp_path):
+    folder = mounted(tmp_path, "-t", "tmpfs", "-o", "size=1m", "tmpfs")
+    try:
+        out = folder / "out.safetensors"
+        assert run_plain(small_checkpoint(tmp_path), out)[0] == 0
+        before = out.read_bytes()
+        big = tmp_path / "big.pt"
+        torch.save({"w": torch.randn(512, 512)}, big)  # 1 MiB of data: more than the folder has left
+        code, line = run_plain(big, out)
+        assert code == 1 and line == f"linformer_cl.convert: cannot write {out}: No space left on device", line
+        assert out.read_bytes() == before and [p.name for p in folder.iterdir()] == ["out.safetensors"]
+    finally:
+        umount(folder)
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_a_read_only_file_system_is_named_as_such(tmp_path, existing):
+    source = tmp_path / "source"
+    source.mkdir()
+    if existing:
+        (source / "out.safetensors").write_bytes(b"old")
+    folder = mounted(tmp_path, "--bind", str(source))
+    try:
+        if subprocess.run(["mount", "-o", "remount,bind,ro", str(folder)], capture_output=True).returncode:
+            pytest.skip("a read-only remount is not allowed here")
+        out = folder / "out.safetensors"
+        code, line = run_plain(small_checkpoint(tmp_path), out)
+        assert code == 1 and f"cannot write {out}: Read-only file system" in line, line
+    finally:
+        umount(folder)
+    assert [p.name for p in source.iterdir()] == (["out.safetensors"] if existing else [])
+
+
+def huge_checkpoint(tmp_path):
+    ckpt = tmp_path / "huge.pt"
+    torch.save({f"w{i}": torch.randn(1024, 1024) for i in range(40)}, ckpt)  # 160 MiB: seconds to write
+    return ckpt
+
+
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM", "SIGINT"])
+def test_a_conversion_killed_while_it_writes_leaves_no_output_and_no_temporary_it_could_remove(tmp_path, sig):
+    import signal
+    import time
+    ckpt, out = huge_checkpoint(tmp_path), tmp_path / "out.safetensors"
+    p = subprocess.Popen([sys.executable, "-m", "linformer_cl.convert", str(ckpt), str(out), "--heads", "1"],
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        while p.poll() is None and not [q for q in tmp_path.iterdir() if q.name.startswith(".out.")]:
+            time.sleep(0.005)
+        assert p.poll() is None, "the converter ended before it wrote"
+        p.send_signal(getattr(signal, sig))
+        _, err = p.communicate(timeout=120)
+    finally:
+        p.kill()
+    assert not out.exists()
+    left = [q.name for q in tmp_path.iterdir() if q.name.startswith(".out.")]
+    if sig == "SIGKILL":  # nothing runs after it: the temporary stays, the output never appears
+        assert p.returncode == -9 and len(left) == 1, (p.returncode, left)
+        return
+    assert left == [] and "Traceback" not in err, err
+    assert p.returncode == {"SIGTERM": 143, "SIGINT": 130}[sig], (p.returncode, err)
+    assert f"interrupted ({sig}): {out} was not written" in err, err
+
+
+def test_a_chain_of_links_and_a_linked_folder_lead_to_the_file_and_stay_links(tmp_path):
+    ckpt = small_checkpoint(tmp_path)
+    (tmp_path / "real.safetensors").write_bytes(b"old")
+    (tmp_path / "l1").symlink_to("real.safetensors")
+    (tmp_path / "l2").symlink_to("l1")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "linked").symlink_to("folder")
+    for out in (tmp_path / "l2", tmp_path / "linked" / "out.safetensors"):
+        code, line = run_plain(ckpt, out)
+        assert code == 0, line
+    assert (tmp_path / "l2").is_symlink() and (tmp_path / "l1").is_symlink() and (tmp_path / "linked").is_symlink()
+    for written in (tmp_path / "real.safetensors", tmp_path / "folder" / "out.safetensors"):
+        with safe_open(written, "pt") as f:
+            assert torch.equal(f.get_tensor("w"), torch.ones(2))
+
+
+def test_a_link_to_dev_full_is_refused_as_a_device(tmp_path):
+    (tmp_path / "full").symlink_to("/dev/full")
+    code, line = run_plain(small_checkpoint(tmp_path), tmp_path / "full")
+    assert code == 1 and "it is a character device, not a regular file" in line, line
+
+
+def test_names_that_meet_once_a_prefix_is_taken_off_or_look_alike_keep_their_own_values(tmp_path):
+    # "w" outside the prefix is left out, not mixed with "model.w"; "café" composed and decomposed are two names.
+    ckpt = tmp_path / "alike.pt"
+    torch.save({"w": torch.zeros(2), "model.w": torch.ones(2), "model.caf\u00e9": torch.full((2,), 2.0),
+                "model.cafe\u0301": torch.full((2,), 3.0)}, ckpt)
+    out = tmp_path / "out.safetensors"
+    code, line = run_plain(ckpt, out, "--prefix", "model.")
+    assert code == 0, line
+    with safe_open(out, "pt") as f:
+        assert sorted(f.keys()) == sorted(["w", "caf\u00e9", "cafe\u0301"])
+        assert torch.equal(f.get_tensor("w"), torch.ones(2))
+        assert torch.equal(f.get_tensor("caf\u00e9"), torch.full((2,), 2.0))
+        assert torch.equal(f.get_tensor("cafe\u0301"), torch.full((2,), 3.0))
+
+
+def test_two_conversions_into_one_output_at_once_leave_one_of_them_whole(tmp_path):
+    one, two = tmp_path / "one.pt", tmp_path / "two.pt"
+    torch.save({"w": torch.randn(512, 512)}, one)
+    torch.save({"w": torch.randn(512, 512)}, two)
+    out = tmp_path / "out.safetensors"
+    procs = [subprocess.Popen([sys.executable, "-m", "linformer_cl.convert", str(c), str(out), "--heads", "1"],
+                              stderr=subprocess.PIPE) for c in (one, two)]
+    assert [p.wait(timeout=300) for p in procs] == [0, 0]
+    with safe_open(out, "pt") as f:
+        got = f.get_tensor("w")
+    assert any(torch.equal(got, torch.load(c)["w"]) for c in (one, two))
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
