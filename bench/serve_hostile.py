@@ -14,9 +14,24 @@ request whose shape is too large to allocate or whose data nests 100,000
 deep, and a gRPC request of shape [0, 0, ...] with no contents, which is
 never answered. (A gRPC request with two raw contents for its one input is
 answered from the first.)
+
+Around the SIGTERM that ends the load (serve_load.py), DuringShutdown sends
+gRPC requests and a half-sent HTTP one to be in flight, a keep-alive
+connection's next request, a second SIGTERM, and new HTTP connections and
+gRPC requests until the server exits: each must be answered, closed or
+refused, never left waiting. Requests as large as the server takes (every
+request at --max-batch and max_seq_len at once, a body padded with 64 MiB of
+JSON whitespace, a Content-Length of 2^40 left unsent) go with the other
+probes. stopped_while_starting sends SIGTERM or SIGINT to a server whose
+Triton has started but not its model: it must exit 0 and leave no process.
 """
 import json
+import os
+import signal
 import socket
+import subprocess
+import threading
+import time
 
 import grpc as grpcio
 import numpy as np
@@ -50,11 +65,12 @@ def http_request(port, method, path, body=b"", headers=()):
 
 
 class Tensor:
-    """The model's input as a request describes it: name, datatype, a good shape and its bytes."""
+    """The model's input as a request describes it: name, datatype, a good shape and its bytes; rows and batch
+    make it longer."""
 
-    def __init__(self, info):
+    def __init__(self, info, rows=2, batch=1):
         self.name, self.dtype = ("tokens", "INT64") if info.takes_tokens else ("x", "FP32")
-        self.shape = [1, 2] if info.takes_tokens else [1, 2, info.d_model]
+        self.shape = [batch, rows] if info.takes_tokens else [batch, rows, info.d_model]
         self.nbytes = int(np.prod(self.shape)) * 8 if info.takes_tokens else int(np.prod(self.shape)) * 4
         self.count = int(np.prod(self.shape))
 
@@ -154,7 +170,7 @@ class HostileClient:
     """Sends every hostile request `rounds` times while the load goes on; notes what was not refused."""
 
     def __init__(self, server, info, rounds, max_batch):
-        self.server, self.rounds = server, rounds
+        self.server, self.rounds, self.info = server, rounds, info
         self.tensor, self.max_batch = Tensor(info), max_batch
         self.wrong = []  # what a hostile request got instead of an error
         self.refused = 0
@@ -171,6 +187,7 @@ class HostileClient:
             self.over_http()
             self.over_grpc()
             self.connections()
+            self.largest()
 
     def over_http(self):
         for what, method, path, body, headers in http_probes(self.tensor, self.server.name):
@@ -216,3 +233,203 @@ class HostileClient:
         alive = self.server.process.poll() is None
         self.note(f"{dropped} connections dropped, {half_open} half-open, {dropped // 3} gRPC channels", alive,
                   "the server exited")
+
+    def largest(self):
+        """As much as the server takes: every request at once at --max-batch and max_seq_len, a good body padded
+        with 64 MiB of JSON whitespace (answered), a Content-Length of 2^40 with the body never sent (left open
+        beside them)."""
+        port, name = self.server.http, self.server.name
+        big = Tensor(self.info, self.info.max_seq_len, self.max_batch)
+        body = json.dumps({"inputs": [{"name": big.name, "datatype": big.dtype, "shape": big.shape,
+                                       "data": [0] * big.count}]}).encode()
+        unsent = socket.create_connection((HOST, port), timeout=10)
+        unsent.sendall(f"POST /v2/models/{name}/infer HTTP/1.1\r\nHost: {HOST}\r\nContent-Length: {1 << 40}"
+                       "\r\n\r\n{".encode())
+        statuses = [None] * 8
+        def one(i):
+            statuses[i] = http_request(port, "POST", f"/v2/models/{name}/infer", body)
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(len(statuses))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.note(f"{len(statuses)} requests of {big.shape} at once", statuses == ["200"] * len(statuses),
+                  f"statuses {statuses}")
+        padded = body[:-1] + b" " * (64 << 20) + b"}"
+        status = http_request(port, "POST", f"/v2/models/{name}/infer", padded)
+        self.note("a body padded with 64 MiB of whitespace", status == "200", f"status {status}")
+        unsent.close()
+        self.note("a Content-Length of 2^40 left unsent", self.server.process.poll() is None, "the server exited")
+
+
+class DuringShutdown:
+    """Requests around the SIGTERM that stops the server (serve_load.py sigterm_while_busy): before() puts
+    some in flight, after() follows the signal with a second one and new requests until the server exits,
+    finish() says what was left waiting or failed (each answer, close or refusal came within `seconds`)."""
+
+    def __init__(self, server, info, max_batch, seconds):
+        self.server, self.seconds = server, seconds
+        self.tensor = Tensor(info, info.max_seq_len, max_batch)
+        self.small = Tensor(info)
+        self.wrong, self.held, self.after_signal = [], 0, []
+
+    def note(self, what, ok, got):
+        if ok:
+            self.held += 1
+        else:
+            self.wrong.append(f"{what}: {got}")
+
+    def grpc_request(self, t):
+        r = pb.ModelInferRequest(model_name=self.server.name)
+        r.inputs.add(name=t.name, datatype=t.dtype).shape.extend(t.shape)
+        r.raw_input_contents.append(b"\0" * t.nbytes)
+        return r
+
+    def http_bytes(self, t, close=True):
+        body = json.dumps({"inputs": [{"name": t.name, "datatype": t.dtype, "shape": t.shape,
+                                       "data": [0] * t.count}]}).encode()
+        return (f"POST /v2/models/{self.server.name}/infer HTTP/1.1\r\nHost: {HOST}\r\nContent-Length: "
+                f"{len(body)}\r\n" + ("Connection: close\r\n" if close else "") + "\r\n").encode() + body
+
+    def before(self):
+        self.channel = grpcio.insecure_channel(f"{HOST}:{self.server.grpc}")
+        self.stub = service.GRPCInferenceServiceStub(self.channel)
+        self.futures = [self.stub.ModelInfer.future(self.grpc_request(self.tensor), timeout=self.seconds)
+                        for _ in range(4)]
+        request = self.http_bytes(self.tensor)
+        self.half = socket.create_connection((HOST, self.server.http), timeout=10)
+        self.half.sendall(request[:len(request) // 2])
+        self.keep = socket.create_connection((HOST, self.server.http), timeout=10)
+        self.keep.sendall(self.http_bytes(self.small, close=False))
+        self.keep_first = read_status(self.keep, self.seconds)
+
+    def after(self):
+        self.follower = threading.Thread(target=self.follow)
+        self.follower.start()
+
+    def follow(self):
+        """A second SIGTERM, then a new HTTP connection's request and a gRPC request every 0.2 s until the
+        server has exited; each outcome (status, close, refusal, gRPC code) is kept, a wait past `seconds`
+        as "waited"."""
+        time.sleep(0.5)
+        if self.server.process.poll() is None:
+            self.server.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + self.seconds
+        while self.server.process.poll() is None and time.monotonic() < deadline:
+            try:
+                with socket.create_connection((HOST, self.server.http), timeout=10) as s:
+                    s.sendall(self.http_bytes(self.small))
+                    http_got = read_status(s, self.seconds) or "closed"
+            except socket.timeout:
+                http_got = "waited"
+            except OSError as e:
+                http_got = type(e).__name__
+            try:
+                self.stub.ModelInfer(self.grpc_request(self.small), timeout=self.seconds)
+                grpc_got = "OK"
+            except grpcio.RpcError as e:
+                grpc_got = e.code().name
+            self.after_signal.append((http_got, grpc_got))
+            time.sleep(0.2)
+
+    def finish(self):
+        """After the server's exit: what each request got."""
+        self.follower.join()
+        codes = []
+        for f in self.futures:
+            try:
+                f.result()
+                codes.append("OK")
+            except grpcio.RpcError as e:
+                codes.append(e.code().name)
+        self.note("4 gRPC requests in flight at SIGTERM", codes == ["OK"] * 4, f"codes {codes}")
+        try:
+            half = read_status(self.half, 10) or "closed"
+        except socket.timeout:
+            half = "waited"
+        except OSError as e:
+            half = type(e).__name__
+        self.note("a half-sent request at SIGTERM", half != "waited", half)
+        try:
+            self.keep.sendall(self.http_bytes(self.small))
+            keep = read_status(self.keep, 10) or "closed"
+        except socket.timeout:
+            keep = "waited"
+        except OSError as e:
+            keep = type(e).__name__
+        self.note("a keep-alive connection's requests before and after", self.keep_first == "200" and
+                  keep != "waited", f"{self.keep_first}, then {keep}")
+        http_got = {h for h, _ in self.after_signal}
+        grpc_got = {g for _, g in self.after_signal}
+        self.note("new HTTP connections after SIGTERM", bool(http_got) and "waited" not in http_got,
+                  sorted(http_got))
+        self.note("new gRPC requests after SIGTERM", bool(grpc_got) and "DEADLINE_EXCEEDED" not in grpc_got,
+                  sorted(grpc_got))
+        self.http_after, self.grpc_after = sorted(http_got), sorted(grpc_got)
+        for s in (self.half, self.keep):
+            s.close()
+        self.channel.close()
+
+
+def descendants(pid):
+    """Every process below pid, from /proc."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError):
+            pass
+    found, todo = [], [pid]
+    while todo:
+        parent_pid = todo.pop()
+        kids = [c for c, parent in parents.items() if parent == parent_pid]
+        found += kids
+        todo += kids
+    return found
+
+
+def command_name(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def triton_live(server):
+    try:
+        return http_request(server.http, "GET", "/v2/health/live") == "200"
+    except OSError:
+        return False
+
+
+def stopped_while_starting(start, sig, live, seconds=60):
+    """A server from start(), sent sig once its Triton runs or, with `live`, once Triton answers (before the
+    model is in it): "" when it exited 0 within `seconds` and left none of its processes running, else what
+    went wrong. What it left is killed (its own processes only: those below it when the signal went)."""
+    server = start()
+    deadline = time.monotonic() + seconds
+    below = []
+    while server.process.poll() is None and time.monotonic() < deadline:
+        below = descendants(server.process.pid)
+        if any(command_name(p).startswith("tritonserver") for p in below) and (not live or triton_live(server)):
+            break
+        time.sleep(0.01)
+    server.process.send_signal(sig)
+    try:
+        status = server.process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        status = f"none in {seconds} s"
+    left = []
+    for _ in range(100):  # what Triton ends on its own ends in a few seconds
+        left = [p for p in below if command_name(p)]
+        if not left:
+            break
+        time.sleep(0.1)
+    for p in left:
+        os.kill(p, signal.SIGKILL)
+    wrong = [f"exit status {status}"] if status != 0 else []
+    wrong += [f"left {command_name(p) or p} running" for p in left[:3]]
+    return "; ".join(wrong)

@@ -37,7 +37,7 @@ import linformer_cl
 import tritonclient.grpc as grpc
 import tritonclient.http as http
 from tritonclient.utils import InferenceServerException
-from serve_hostile import HostileClient, read_status
+from serve_hostile import DuringShutdown, HostileClient, read_status, stopped_while_starting
 
 HOST = "127.0.0.1"
 
@@ -286,8 +286,9 @@ def mixed_batch(server, info, tries=5):
     return False
 
 
-def sigterm_while_busy(server, info, exit_timeout_s, count=4):
-    """Sends `count` of the longest requests, SIGTERMs the server and reads their answers.
+def sigterm_while_busy(server, info, exit_timeout_s, count=4, around=None):
+    """Sends `count` of the longest requests, SIGTERMs the server and reads their answers; `around`, a
+    DuringShutdown, sends its own just before the signal and follows it with more.
 
     (answered, seconds from the signal to the last answer, exit status).
     """
@@ -301,8 +302,12 @@ def sigterm_while_busy(server, info, exit_timeout_s, count=4):
         deadline = time.monotonic() + 30
         while server.requests_taken() < before + count and time.monotonic() < deadline:
             time.sleep(0.002)
+        if around:
+            around.before()
         server.process.send_signal(signal.SIGTERM)
         signalled.append(time.monotonic())
+        if around:
+            around.after()
 
     statuses = send_together(server, info, arrays, then=signal_once_taken, wait_s=exit_timeout_s + 10)
     seconds = time.monotonic() - signalled[0]
@@ -311,6 +316,8 @@ def sigterm_while_busy(server, info, exit_timeout_s, count=4):
     except subprocess.TimeoutExpired:
         server.kill()
         status = f"killed after {exit_timeout_s + 60} s"
+    if around:
+        around.finish()
     return statuses.count("200"), seconds, status
 
 
@@ -395,6 +402,9 @@ def main():
     args = parse_args()
     if args.grpc_only:
         return main_grpc_only(args)
+    starting = [(f"{sig.name} once Triton {'answers' if live else 'runs'}",
+                 stopped_while_starting(lambda: Server(args, f"{args.log}.{sig.name}"), sig, live))
+                for sig in (signal.SIGTERM, signal.SIGINT) for live in (False, True)] if args.hostile else []
     server = Server(args, args.log)
     try:
         config = server.wait_ready(180)
@@ -407,7 +417,8 @@ def main():
         elapsed = load.run(([bad.run] if args.bad else []) + ([hostile.run] if args.hostile else []))
         mixed = mixed_batch(server, info)
         sizes = batch_sizes(server)
-        answered, sigterm_s, status = sigterm_while_busy(server, info, args.exit_timeout_s)
+        around = DuringShutdown(server, info, args.max_batch, args.exit_timeout_s + 10) if args.hostile else None
+        answered, sigterm_s, status = sigterm_while_busy(server, info, args.exit_timeout_s, around=around)
     finally:
         server.kill()
     wrong, per_device = mismatches(load.answers, args.model, selectors)
@@ -416,14 +427,22 @@ def main():
         print(f"serve_load: bad request: {line}")
     for line in hostile.wrong:
         print(f"serve_load: hostile request not refused: {line}")
+    shutdown_wrong = (around.wrong if around else []) + [f"{sig} while starting: {got}" for sig, got in starting if got]
+    for line in shutdown_wrong:
+        print(f"serve_load: around the shutdown: {line}")
     if args.hostile:
-        print(f"serve_load: {hostile.refused} hostile requests refused with the server serving on")
+        print(f"serve_load: {hostile.refused} hostile requests refused with the server serving on; around the "
+              f"SIGTERM, {around.held} held (after it, HTTP got {around.http_after}, gRPC {around.grpc_after}); "
+              f"SIGTERM and SIGINT while starting: {sum(not got for _, got in starting)} of {len(starting)} exited 0, "
+              "leaving nothing")
     print(f"serve_load: {bad.answered} bad requests answered with an error naming the problem; "
           f"a bad request in one batch with three good ones: {'400 and 200s' if mixed else 'FAILED'}; "
           f"SIGTERM: {answered} of 4 requests taken before it answered in {sigterm_s:.1f} s, "
           f"server exit status {status}")
     passed = len(load.answers) - wrong + bad.answered + hostile.refused + mixed + answered
+    passed += (around.held if around else 0) + sum(not got for _, got in starting)
     failed = wrong + len(load.failures) + len(bad.wrong) + len(hostile.wrong) + (not mixed) + (4 - answered)
+    failed += len(shutdown_wrong)
     failed += status != 0
     failed += args.clients * args.requests - len(load.answers) - len(load.failures)  # never sent: deadline
     print(f"serve_load: {passed} passed, {failed} failed")
