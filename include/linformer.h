@@ -40,7 +40,10 @@
  * Processes (fork)
  *   - OpenCL state does not survive fork(): a child has the parent's memory
  *     but not its threads (PoCL's queues then never finish). The library
- *     counts forks (pthread_atfork, from its first OpenCL call on).
+ *     counts forks (pthread_atfork, from the moment it is loaded).
+ *   - Listing the devices and creating a context run one thread at a time,
+ *     and fork() on another thread waits for the one in progress to end: a
+ *     child never starts inside the ICD loader's or a runtime's setup.
  *   - In a child, every call on a context created before the fork, or on a
  *     layer, projection or model made on it, fails at once with LF_ERR_STATE
  *     and a message naming fork(), touching neither OpenCL nor the context's
