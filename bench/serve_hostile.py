@@ -22,14 +22,16 @@ gRPC requests until the server exits: each must be answered, closed or
 refused, never left waiting. Requests as large as the server takes (every
 request at --max-batch and max_seq_len at once, a body padded with 64 MiB of
 JSON whitespace, a Content-Length of 2^40 left unsent) go with the other
-probes. stopped_while_starting sends SIGTERM or SIGINT to a server whose
-Triton has started but not its model: it must exit 0 and leave no process.
+probes. stopped_while_starting sends SIGTERM or SIGINT to a server starting
+(its model repository written, its Triton running, Triton answering before
+the model is in it): it must exit 0 and leave no process and no file.
 """
 import json
 import os
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -404,32 +406,48 @@ def triton_live(server):
         return False
 
 
-def stopped_while_starting(start, sig, live, seconds=60):
-    """A server from start(), sent sig once its Triton runs or, with `live`, once Triton answers (before the
-    model is in it): "" when it exited 0 within `seconds` and left none of its processes running, else what
-    went wrong. What it left is killed (its own processes only: those below it when the signal went)."""
-    server = start()
-    deadline = time.monotonic() + seconds
-    below = []
-    while server.process.poll() is None and time.monotonic() < deadline:
-        below = descendants(server.process.pid)
-        if any(command_name(p).startswith("tritonserver") for p in below) and (not live or triton_live(server)):
-            break
-        time.sleep(0.01)
-    server.process.send_signal(sig)
-    try:
-        status = server.process.wait(timeout=seconds)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        status = f"none in {seconds} s"
-    left = []
-    for _ in range(100):  # what Triton ends on its own ends in a few seconds
-        left = [p for p in below if command_name(p)]
-        if not left:
-            break
-        time.sleep(0.1)
-    for p in left:
-        os.kill(p, signal.SIGKILL)
-    wrong = [f"exit status {status}"] if status != 0 else []
-    wrong += [f"left {command_name(p) or p} running" for p in left[:3]]
+def stopped_while_starting(start, sig, when, seconds=60):
+    """A server from start(), with a temporary folder of its own (TMPDIR), sent sig once `when`: "repository"
+    (its model repository is written there), "triton" (its Triton runs) or "live" (Triton answers, before the
+    model is in it). "" when it exited 0 within `seconds`, left none of its processes running and nothing in
+    the folder, else what went wrong. What it left is killed (its own processes only: those below it when the
+    signal went)."""
+    with tempfile.TemporaryDirectory(prefix="serve-hostile-") as tmp:
+        given = os.environ.get("TMPDIR")
+        os.environ["TMPDIR"] = tmp
+        try:
+            server = start()
+        finally:
+            os.environ.pop("TMPDIR") if given is None else os.environ.update(TMPDIR=given)
+
+        def reached(below):
+            if when == "repository":
+                return bool(os.listdir(tmp))
+            triton = any(command_name(p).startswith("tritonserver") for p in below)
+            return triton and (when == "triton" or triton_live(server))
+
+        deadline = time.monotonic() + seconds
+        below = []
+        while server.process.poll() is None and time.monotonic() < deadline:
+            below = descendants(server.process.pid)
+            if reached(below):
+                break
+            time.sleep(0.002)
+        server.process.send_signal(sig)
+        try:
+            status = server.process.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            status = f"none in {seconds} s"
+        left = []
+        for _ in range(100):  # what Triton ends on its own ends in a few seconds
+            left = [p for p in below if command_name(p)]
+            if not left:
+                break
+            time.sleep(0.1)
+        for p in left:
+            os.kill(p, signal.SIGKILL)
+        wrong = [f"exit status {status}"] if status != 0 else []
+        wrong += [f"left {command_name(p) or p} running" for p in left[:3]]
+        wrong += [f"left {name} in its temporary folder" for name in os.listdir(tmp)[:3]]
     return "; ".join(wrong)

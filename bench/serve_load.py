@@ -402,9 +402,10 @@ def main():
     args = parse_args()
     if args.grpc_only:
         return main_grpc_only(args)
-    starting = [(f"{sig.name} once Triton {'answers' if live else 'runs'}",
-                 stopped_while_starting(lambda: Server(args, f"{args.log}.{sig.name}"), sig, live))
-                for sig in (signal.SIGTERM, signal.SIGINT) for live in (False, True)] if args.hostile else []
+    starting = [(f"{sig.name} once {when} is reached",
+                 stopped_while_starting(lambda: Server(args, f"{args.log}.{sig.name}"), sig, when))
+                for sig in (signal.SIGTERM, signal.SIGINT) for when in ("repository", "triton", "live")
+                ] if args.hostile else []
     server = Server(args, args.log)
     try:
         config = server.wait_ready(180)

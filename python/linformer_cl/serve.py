@@ -10,7 +10,8 @@ device, each with its own context, warmed up by a forward before Triton calls
 it ready. Triton's dynamic batcher groups waiting requests of any length (a
 ragged batch) and each instance runs them as one forward. The server exits
 with status 1 when an instance's process ends under it. SIGTERM or Ctrl-C
-stops the server once the requests in flight are answered.
+stops the server once the requests in flight are answered (during its start,
+once what has started is stopped; it exits 0).
 """
 import argparse
 import os
@@ -249,6 +250,8 @@ def export(directory, config, model_file):
 
 def main(argv=None):
     args = parse_args(argv)
+    # First: a signal that ended the process while it starts left its temporary repository behind.
+    stop = stop_on_signal()
     path = pathlib.Path(args.model).resolve()
     name = model_name(args)
     try:
@@ -264,7 +267,8 @@ def main(argv=None):
     check_ports_free(args)
     with tempfile.TemporaryDirectory(prefix="linformer-serve-") as repository:
         write_repository(repository, config, path, copy=False)
-        stop = stop_on_signal()
+        if stop.is_set():
+            return 0
         triton = start_triton(args, repository)
         try:
             ready = triton.is_alive() and model_ready(args, name)
