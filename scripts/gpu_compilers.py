@@ -255,8 +255,9 @@ def check(programs, results, known):
             found, log = results[(p.key, target)]
             where = f"{p.profile} {name} ({short_options(p.options) or 'no options'}) on {target}"
             if found is None:
-                tail = "\n".join(log.strip().splitlines()[-6:])
-                failures.append(f"{where}: the build failed:\n{tail}")
+                lines = log.strip().splitlines()
+                said = [line for line in lines if "error" in line.lower()] or lines[-6:]
+                failures.append(f"{where}: the build failed:\n" + "\n".join(said))
                 continue
             for kernel in p.kernels if p.kernels is not None else sorted(found):
                 m = found.get(kernel)
