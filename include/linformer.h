@@ -306,6 +306,42 @@ LF_API cl_command_queue lf_context_cl_queue(const lf_context *ctx);
  */
 LF_API lf_status lf_context_kernel_params(lf_context *ctx, char *out, size_t size);
 
+/*
+ * Device profiles: GPUs described as data (what each reports that the
+ * kernels' parameters and options depend on), so that the programs the
+ * library would build there can be listed without the device:
+ * lf_device_profile_name(i) is the i-th profile's name (NULL past the last);
+ * lf_device_profile_info fills *info as lf_devices_list would there (its
+ * platform and memory sizes left 0), or fails with LF_ERR_ARGUMENT listing
+ * the names.
+ */
+LF_API const char *lf_device_profile_name(size_t index);
+LF_API lf_status lf_device_profile_info(const char *name, lf_device_info *info, char *errbuf, size_t errbuf_size);
+
+/* One program the library builds: a file of the kernel sources and its
+ * options, and the kernels of it that the library creates. */
+typedef struct {
+    char file[32];           /* e.g. "attention.cl" */
+    char options[256];       /* the library's own -D options */
+    char build_options[320]; /* what clBuildProgram gets: -cl-std=CL1.2 where the device compiles it, then options */
+    char kernels[128];       /* the kernels' names, separated by spaces */
+    char compiler[16];       /* the profile's GPU vendor: "nvidia", "amd" or "intel" */
+} lf_kernel_build;
+
+/*
+ * Every program the library builds on a device of that profile, with the
+ * options it gives it there: each kernel in the variant, tiles and vector
+ * shape of the kernel parameters (including LINFORMER_KERNEL_PARAMS), the
+ * attention kernel at d_head 32, 64, 128 and 256 with and without the causal
+ * mask, and each work-group size at the first size tried (the device may
+ * lower it). Fills at most `capacity` entries and sets *count to the number
+ * there are (call with capacity 0 to count). lf_kernel_source gives the text
+ * each is built from: its file after its prelude (malloc'd, free() it).
+ */
+LF_API lf_status lf_kernel_builds(const char *profile, lf_kernel_build *out, size_t capacity, size_t *count,
+                                  char *errbuf, size_t errbuf_size);
+LF_API lf_status lf_kernel_source(const char *file, char **text, size_t *size, char *errbuf, size_t errbuf_size);
+
 /* Waits for all work queued on the context. */
 LF_API lf_status lf_context_finish(lf_context *ctx);
 

@@ -7,6 +7,7 @@ int cmd_run(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_rank(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
+int cmd_kernels(int argc, char **argv);
 
 /* How long OpenBLAS's idle threads wait by yielding, as a power of two of
  * cycles: the program sets it unless the user did (main.c), and `devices`

@@ -21,6 +21,7 @@ static const struct {
     {"bench", cmd_bench, "benchmark Linformer against dense and flash attention"},
     {"rank", cmd_rank, "measure how much rank a model's attention needs (spectra of P, error per k)"},
     {"tune", cmd_tune, "search CLBlast's GEMM parameters for a device and keep them"},
+    {"kernels", cmd_kernels, "write the kernels the library builds for a GPU profile, without the GPU"},
 };
 
 /* The command of that name; NULL when there is none. */

@@ -67,4 +67,10 @@ lf_attention_tiles lf__attention_tiles(const lf_kernel_params *kp, int dh, const
 lf_status lf__plan_resolve(const lf_attention_config *cfg, const lf_device_info *device, bool has_shared,
                            lf_plan *plan, char *msg, size_t msg_size);
 
+/* Every program built on dev (whose CL_DEVICE_OPENCL_C_VERSION is
+ * c_version), as lf_kernel_builds lists them (kernel_list.c); compiler is
+ * left empty. */
+lf_status lf__kernel_list(const lf_device_info *dev, const char *c_version, lf_kernel_build *out, size_t capacity,
+                          size_t *count, char *msg, size_t msg_size);
+
 #endif

@@ -79,4 +79,18 @@ lf_status lf__kernel_params_parse(const char *text, const lf_device_info *dev, l
 /* p in the override's form ("variant=gpu,tk=32,..."), cut to size. */
 void lf__kernel_params_format(const lf_kernel_params *p, char *out, size_t size);
 
+/* A GPU described as data (device_profiles.c): what it reports that the
+ * kernels' options depend on, and the vendor whose compiler builds for it. */
+typedef struct {
+    const char *name;      /* e.g. "nvidia-h200" */
+    const char *compiler;  /* "nvidia", "amd" or "intel" */
+    const char *c_version; /* its CL_DEVICE_OPENCL_C_VERSION */
+    lf_device_info info;
+} lf_device_profile;
+
+/* The index-th profile; NULL past the last. */
+const lf_device_profile *lf__device_profile(size_t index);
+/* The profile of that name, or an LF_ERR_ARGUMENT that lists the names. */
+lf_status lf__device_profile_find(const char *name, const lf_device_profile **out, char *msg, size_t msg_size);
+
 #endif

@@ -39,16 +39,32 @@ lf_status lf__launch(lf_context *ctx, cl_kernel k, const char *what, cl_uint dim
     return LF_OK;
 }
 
+/* The kernel of a spec: sized where it has a macro (*size its group), else built as it is (*size 1). */
+static lf_status spec_kernel(lf_context *ctx, const lf_kernel_spec *s, size_t item_bytes, cl_kernel *k, size_t *size)
+{
+    *size = 1;
+    if (!s->macro) return lf__kernel(ctx, s->file, s->options, s->name, k);
+    return lf__kernel_sized(ctx, s->file, s->options, s->name, s->macro, s->want, 1, item_bytes, k, size);
+}
+
+void lf__activation_spec(const lf_kernel_params *kp, const char *name, lf_activation act, bool glu,
+                         lf_kernel_spec *s)
+{
+    *s = (lf_kernel_spec){.file = "activation.cl", .name = name};
+    snprintf(s->options, sizeof s->options, "-DACT=%d -DGLU=%d -DVW=%d -DRUN=%d", (int)act, glu ? 1 : 0,
+             kp->vector_width, kp->vector_run);
+}
+
 /* A kernel of activation.cl, built for an activation (0: none, the program
  * that bias_rows and copy_floats share) and the vector shape of kp. */
 static lf_status activation_kernel(lf_context *ctx, const char *name, const lf_kernel_params *kp, lf_activation act,
                                    bool glu, cl_kernel *k)
 {
     if (!kp) return lf__fail(ctx, LF_ERR_STATE, "%s: launched without the device's kernel parameters", name);
-    char opts[128];
-    snprintf(opts, sizeof opts, "-DACT=%d -DGLU=%d -DVW=%d -DRUN=%d", (int)act, glu ? 1 : 0, kp->vector_width,
-             kp->vector_run);
-    return lf__kernel(ctx, "activation.cl", opts, name, k);
+    lf_kernel_spec s;
+    lf__activation_spec(kp, name, act, glu, &s);
+    size_t one;
+    return spec_kernel(ctx, &s, 0, k, &one);
 }
 
 /* Launches an elementwise kernel on (items, rows) work-items, in work-groups
@@ -84,23 +100,31 @@ static void cpu_group(size_t tq, int heads, size_t local[3])
     local[0] = tq / hg, local[1] = hg, local[2] = 1;
 }
 
+void lf__attention_spec(const lf_attention_tiles *tiles, int d_head, bool causal, lf_kernel_spec *s)
+{
+    const int blk = tiles->query_block > 1 ? tiles->query_block : 1;
+    const int qv = blk > 1 && tiles->query_vectors > 1 ? tiles->query_vectors : 1;
+    *s = (lf_kernel_spec){.file = "attention.cl", .name = "attention_tiled", .macro = "TQ",
+                          .want = tiles->tile_queries};
+    const int used = snprintf(s->options, sizeof s->options, "-DDH=%d -DTK=%d -DVW=%d -DCAUSAL=%d -DQB=%d -DQV=%d",
+                              d_head, tiles->tile_keys, d_head % 4 == 0 ? 4 : 1, causal ? 1 : 0, blk, qv);
+    if (blk > 1 && tiles->key_block > 0)
+        snprintf(s->options + used, sizeof s->options - (size_t)used, " -DKB=%d", tiles->key_block);
+}
+
 lf_status lf__launch_attention_tiled(lf_context *ctx, const lf_attention_tiled_args *a, lf_timeline *t)
 {
-    char opts[160];
     const lf_attention_tiles *tiles = &a->tiles;
     const int blk = tiles->query_block > 1 ? tiles->query_block : 1;
     const int qv = blk > 1 && tiles->query_vectors > 1 ? tiles->query_vectors : 1;
-    const int used = snprintf(opts, sizeof opts, "-DDH=%d -DTK=%d -DVW=%d -DCAUSAL=%d -DQB=%d -DQV=%d", a->d_head,
-                              tiles->tile_keys, a->d_head % 4 == 0 ? 4 : 1, a->causal, blk, qv);
-    if (blk > 1 && tiles->key_block > 0)
-        snprintf(opts + used, sizeof opts - (size_t)used, " -DKB=%d", tiles->key_block);
+    lf_kernel_spec spec;
+    lf__attention_spec(tiles, a->d_head, a->causal, &spec);
     /* a work-item's private arrays: for each of its QB QV queries a row of
      * queries and of sums (2 DH floats) and a tile's TK scores */
     const size_t item_bytes = (size_t)blk * qv * (2 * (size_t)a->d_head + (size_t)tiles->tile_keys) * sizeof(float);
     cl_kernel k;
     size_t tq = 1;
-    LF_TRY(lf__kernel_sized(ctx, "attention.cl", opts, "attention_tiled", "TQ", tiles->tile_queries, 1, item_bytes,
-                            &k, &tq));
+    LF_TRY(spec_kernel(ctx, &spec, item_bytes, &k, &tq));
     const cl_ulong qo = a->q.off, ko = a->k.off, vo = a->v.off, oo = a->o.off;
     const cl_ulong qb = a->q.bstride, kb = a->k.bstride, vb = a->v.bstride, ob = a->o.bstride;
     const int window = a->window > 0 ? a->window : 1;
@@ -122,18 +146,42 @@ lf_status lf__launch_attention_tiled(lf_context *ctx, const lf_attention_tiled_a
     return lf__launch(ctx, k, "attention_tiled", 3, global, local, t);
 }
 
+/* A row a work-item in the CPU variant; else a work-group a row, of the WG wanted. */
+void lf__softmax_spec(const lf_kernel_params *kp, lf_kernel_spec *s)
+{
+    const bool cpu = kp->variant == LF_VARIANT_CPU;
+    *s = (lf_kernel_spec){.file = "softmax.cl", .name = cpu ? "softmax_rows_cpu" : "softmax_rows",
+                          .macro = cpu ? NULL : "WG", .want = (size_t)kp->softmax_group};
+}
+
+void lf__layernorm_spec(const lf_kernel_params *kp, lf_kernel_spec *s)
+{
+    const bool cpu = kp->variant == LF_VARIANT_CPU;
+    *s = (lf_kernel_spec){.file = "layernorm.cl", .name = cpu ? "layernorm_rows_cpu" : "layernorm_rows",
+                          .macro = cpu ? NULL : "WG", .want = (size_t)kp->layernorm_group};
+}
+
+void lf__seq_project_spec(bool max, lf_kernel_spec *s)
+{
+    *s = (lf_kernel_spec){.file = "seq_project.cl", .name = "seq_project_window"};
+    snprintf(s->options, sizeof s->options, "-DWINDOW_MAX=%d", max ? 1 : 0);
+}
+
+void lf__embed_spec(lf_kernel_spec *s) { *s = (lf_kernel_spec){.file = "embedding.cl", .name = "embed_tokens"}; }
+
 lf_status lf__launch_softmax_rows(lf_context *ctx, const lf_softmax_rows_args *a, lf_timeline *t)
 {
     const lf_kernel_params *kp = a->params;
     if (!kp) return lf__fail(ctx, LF_ERR_STATE, "softmax_rows: launched without the device's kernel parameters");
     const bool cpu = kp->variant == LF_VARIANT_CPU; /* a row a work-item; else a work-group a row */
-    const char *name = cpu ? "softmax_rows_cpu" : "softmax_rows";
     const size_t rows = a->count * (size_t)a->n_rows;
     if (rows > INT_MAX) return lf__fail(ctx, LF_ERR_UNSUPPORTED, "softmax_rows: %zu rows are over %d", rows, INT_MAX);
+    lf_kernel_spec spec;
+    lf__softmax_spec(kp, &spec);
+    const char *name = spec.name;
     cl_kernel k;
     size_t wg = 1;
-    if (cpu) LF_TRY(lf__kernel(ctx, "softmax.cl", "", name, &k));
-    else LF_TRY(lf__kernel_sized(ctx, "softmax.cl", "", name, "WG", (size_t)kp->softmax_group, 1, 0, &k, &wg));
+    LF_TRY(spec_kernel(ctx, &spec, 0, &k, &wg));
     const int causal = a->causal, count = (int)rows;
     LF_TRY(set_args(ctx, k, name, ARGS(ARG(a->scores), ARG(a->ld), ARG(a->n_rows), ARG(a->rows_valid),
                                        ARG(a->cols_valid), ARG(causal), ARG(count))));
@@ -160,8 +208,11 @@ lf_status lf__launch_bias_rows(lf_context *ctx, const lf_bias_rows_args *a, lf_t
 
 lf_status lf__launch_seq_project_window(lf_context *ctx, const lf_seq_project_window_args *a, lf_timeline *t)
 {
+    lf_kernel_spec spec;
+    lf__seq_project_spec(a->max, &spec);
     cl_kernel k;
-    LF_TRY(lf__kernel(ctx, "seq_project.cl", a->max ? "-DWINDOW_MAX=1" : "-DWINDOW_MAX=0", "seq_project_window", &k));
+    size_t one;
+    LF_TRY(spec_kernel(ctx, &spec, 0, &k, &one));
     const cl_ulong ioff = a->in_off, ooff = 0;
     const cl_mem weights = a->weights ? a->weights : a->in; /* never read by max pooling */
     LF_TRY(set_args(ctx, k, "seq_project_window",
@@ -179,14 +230,14 @@ lf_status lf__launch_layernorm(lf_context *ctx, const lf_layernorm_args *a, lf_t
     const lf_kernel_params *kp = a->params; /* float4s whatever the variant: no -D options of its shape */
     if (!kp) return lf__fail(ctx, LF_ERR_STATE, "layernorm: launched without the device's kernel parameters");
     const bool cpu = kp->variant == LF_VARIANT_CPU; /* a row a work-item; else a work-group a row */
+    lf_kernel_spec spec;
+    lf__layernorm_spec(kp, &spec);
     cl_kernel k;
     size_t wg = 1;
-    if (cpu) LF_TRY(lf__kernel(ctx, "layernorm.cl", "", "layernorm_rows_cpu", &k));
-    else LF_TRY(lf__kernel_sized(ctx, "layernorm.cl", "", "layernorm_rows", "WG", (size_t)kp->layernorm_group, 1, 0,
-                                 &k, &wg));
+    LF_TRY(spec_kernel(ctx, &spec, 0, &k, &wg));
     const int has_r = a->has_r, write_sum = a->write_sum;
     const cl_mem r = a->r ? a->r : a->x; /* never read without has_r */
-    LF_TRY(set_args(ctx, k, cpu ? "layernorm_rows_cpu" : "layernorm_rows",
+    LF_TRY(set_args(ctx, k, spec.name,
                     ARGS(ARG(a->x), ARG(r), ARG(a->out), ARG(a->gamma), ARG(a->beta), ARG(a->d), ARG(a->eps),
                          ARG(has_r), ARG(write_sum), ARG(a->rows))));
     lf__event_work(t, 8.0 * a->rows * a->d, 4.0 * a->rows * a->d * (2 + has_r + write_sum));
@@ -219,8 +270,11 @@ lf_status lf__launch_copy(lf_context *ctx, const lf_copy_args *a, lf_timeline *t
 
 lf_status lf__launch_embed(lf_context *ctx, const lf_embed_args *a, lf_timeline *t)
 {
+    lf_kernel_spec spec;
+    lf__embed_spec(&spec);
     cl_kernel k;
-    LF_TRY(lf__kernel(ctx, "embedding.cl", "", "embed_tokens", &k));
+    size_t one;
+    LF_TRY(spec_kernel(ctx, &spec, 0, &k, &one));
     const int has_pos = a->pos != NULL;
     const cl_mem pos = a->pos ? a->pos : a->tok; /* never read without has_pos */
     LF_TRY(set_args(ctx, k, "embed_tokens",

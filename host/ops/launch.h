@@ -27,6 +27,19 @@ typedef struct {
 lf_status lf__launch(lf_context *ctx, cl_kernel k, const char *what, cl_uint dims,
                      const size_t *global, const size_t *local, lf_timeline *t);
 
+/* How a launcher gets its kernel: the file of cl/ and the options it builds
+ * it with, the kernel's name, and for a kernel whose work-group size is a
+ * build option, that macro and the size wanted (lf__kernel_sized lowers it
+ * to what the device allows). The spec functions below give each
+ * launcher's; kernel_list.c lists the same for a device without opening it. */
+typedef struct {
+    const char *file;
+    char options[160];
+    const char *name;
+    const char *macro; /* NULL: built once with options (lf__kernel) */
+    size_t want;
+} lf_kernel_spec;
+
 /* The attention kernel's tiles (its -D options but DH and CAUSAL), chosen by
  * the plan from the kernel parameters (lf__attention_tiles): TK keys a tile,
  * lowered until the 2 TK dh floats that the GPU variant stages keep within
@@ -57,6 +70,19 @@ typedef struct {
     lf_attention_tiles tiles;
 } lf_attention_tiled_args;
 lf_status lf__launch_attention_tiled(lf_context *ctx, const lf_attention_tiled_args *a, lf_timeline *t);
+
+/* The kernels of the launchers: the attention kernel's at d_head and causal;
+ * softmax_rows and layernorm_rows in kp's variant; a kernel `name` of
+ * activation.cl for an activation (0 with glu false: the program of
+ * bias_rows and copy_floats) in kp's vector shape; seq_project_window with
+ * max pooling or a weighted sum; embed_tokens. */
+void lf__attention_spec(const lf_attention_tiles *tiles, int d_head, bool causal, lf_kernel_spec *s);
+void lf__softmax_spec(const lf_kernel_params *kp, lf_kernel_spec *s);
+void lf__layernorm_spec(const lf_kernel_params *kp, lf_kernel_spec *s);
+void lf__activation_spec(const lf_kernel_params *kp, const char *name, lf_activation act, bool glu,
+                         lf_kernel_spec *s);
+void lf__seq_project_spec(bool max, lf_kernel_spec *s);
+void lf__embed_spec(lf_kernel_spec *s);
 
 /* cl/softmax.cl: masked softmax of `count` blocks of [n_rows, ld] scores in place. */
 typedef struct {

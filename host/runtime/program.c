@@ -28,27 +28,27 @@ struct lf_program_entry {
 
 /* ---- Sources: built in, or from LINFORMER_KERNEL_DIR ---- */
 
-static lf_status read_source(lf_context *ctx, const char *file, char **text, size_t *size)
+static lf_status read_source(const char *file, char **text, size_t *size, char *msg, size_t msg_size)
 {
     const char *dir = getenv("LINFORMER_KERNEL_DIR");
     if (dir && *dir) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, file);
         if (lf__read_file(path, true, text, size) != LF_OK)
-            return lf__fail(ctx, LF_ERR_IO, "cannot read kernel source %s (LINFORMER_KERNEL_DIR): %s",
-                            path, errno == EINVAL ? "not a regular file" : strerror(errno));
+            return lf__fail_buf(msg, msg_size, LF_ERR_IO, "cannot read kernel source %s (LINFORMER_KERNEL_DIR): %s",
+                                path, errno == EINVAL ? "not a regular file" : strerror(errno));
         return LF_OK;
     }
     for (const lf_embedded_file *s = lf_kernel_sources; s->name; s++) {
         if (strcmp(s->name, file) != 0) continue;
         *text = malloc(s->size + 1);
-        if (!*text) return lf__fail(ctx, LF_ERR_OUT_OF_MEMORY, "out of host memory for %s", file);
+        if (!*text) return lf__fail_buf(msg, msg_size, LF_ERR_OUT_OF_MEMORY, "out of host memory for %s", file);
         memcpy(*text, s->text, s->size);
         (*text)[s->size] = 0;
         *size = s->size;
         return LF_OK;
     }
-    return lf__fail(ctx, LF_ERR_ARGUMENT, "no kernel source named %s in the library", file);
+    return lf__fail_buf(msg, msg_size, LF_ERR_ARGUMENT, "no kernel source named %s in the library", file);
 }
 
 /* Sources that begin with another file: the functions that several programs share. */
@@ -60,20 +60,21 @@ static const struct {
  * between them keeps the build log's line numbers those of the file, where
  * the driver honours it (NVIDIA's 580 does not): *shift is the number of
  * lines before the file, which a build log that ignores #line adds. */
-static lf_status kernel_source(lf_context *ctx, const char *file, char **text, size_t *size, const char **prelude,
-                               size_t *shift)
+lf_status lf__kernel_text(const char *file, char **text, size_t *size, const char **prelude, size_t *shift,
+                          char *msg, size_t msg_size)
 {
-    *prelude = NULL, *shift = 0;
+    *prelude = NULL, *shift = 0, *text = NULL;
     for (size_t i = 0; i < sizeof preludes / sizeof preludes[0]; i++)
         if (strcmp(preludes[i].file, file) == 0) *prelude = preludes[i].prelude;
-    LF_TRY(read_source(ctx, file, text, size));
+    LF_TRY(read_source(file, text, size, msg, msg_size));
     if (!*prelude) return LF_OK;
     char *first = NULL;
     size_t first_size = 0;
-    lf_status st = read_source(ctx, *prelude, &first, &first_size);
+    lf_status st = read_source(*prelude, &first, &first_size, msg, msg_size);
     static const char line[] = "\n#line 1\n";
     char *both = st == LF_OK ? malloc(first_size + sizeof line - 1 + *size + 1) : NULL;
-    if (st == LF_OK && !both) st = lf__fail(ctx, LF_ERR_OUT_OF_MEMORY, "out of host memory for %s", file);
+    if (st == LF_OK && !both)
+        st = lf__fail_buf(msg, msg_size, LF_ERR_OUT_OF_MEMORY, "out of host memory for %s", file);
     if (both) {
         memcpy(both, first, first_size);
         memcpy(both + first_size, line, sizeof line - 1);
@@ -85,6 +86,15 @@ static lf_status kernel_source(lf_context *ctx, const char *file, char **text, s
     free(*text);
     *text = both;
     return st;
+}
+
+lf_status lf_kernel_source(const char *file, char **text, size_t *size, char *errbuf, size_t errbuf_size)
+{
+    if (!file || !text || !size)
+        return lf__fail_buf(errbuf, errbuf_size, LF_ERR_ARGUMENT, "file, text or size is NULL");
+    const char *prelude = NULL;
+    size_t shift = 0;
+    return lf__kernel_text(file, text, size, &prelude, &shift, errbuf, errbuf_size);
 }
 
 /* ---- Building ---- */
@@ -147,14 +157,19 @@ static void store_binary(lf_context *ctx, cl_program p, const char *path, const 
     free(bin);
 }
 
+void lf__build_options_for(const char *c_version, const char *options, char *out, size_t size)
+{
+    int major = 0, minor = 0;
+    const bool c12 = sscanf(c_version, "OpenCL C %d.%d", &major, &minor) == 2 && major * 10 + minor >= 12;
+    snprintf(out, size, "%s%s", c12 ? "-cl-std=CL1.2 " : "", options);
+}
+
 void lf__build_options(lf_context *ctx, const char *options, char *out, size_t size)
 {
     char version[128] = "";
     clGetDeviceInfo(ctx->device, CL_DEVICE_OPENCL_C_VERSION, sizeof version, version, NULL);
     version[sizeof version - 1] = 0;
-    int major = 0, minor = 0;
-    const bool c12 = sscanf(version, "OpenCL C %d.%d", &major, &minor) == 2 && major * 10 + minor >= 12;
-    snprintf(out, size, "%s%s", c12 ? "-cl-std=CL1.2 " : "", options);
+    lf__build_options_for(version, options, out, size);
 }
 
 static lf_status program_build(lf_context *ctx, const char *file, const char *kernel_options, cl_program *out)
@@ -164,7 +179,9 @@ static lf_status program_build(lf_context *ctx, const char *file, const char *ke
     char *text = NULL;
     const char *prelude = NULL;
     size_t size = 0, shift = 0;
-    LF_TRY(kernel_source(ctx, file, &text, &size, &prelude, &shift));
+    char msg[LF_MSG_SIZE];
+    const lf_status read = lf__kernel_text(file, &text, &size, &prelude, &shift, msg, sizeof msg);
+    if (read != LF_OK) return lf__fail(ctx, read, "%s", msg);
     char dir[4096], path[4300] = "";
     char *key = NULL;
     bool cached = lf__cache_dir(ctx->cache_dir, dir, sizeof dir);
@@ -262,21 +279,30 @@ static lf_status group_fits(lf_context *ctx, cl_kernel k, size_t items, size_t i
     return LF_OK;
 }
 
+size_t lf__group_start(size_t want, int dims, size_t max_work_group_size)
+{
+    size_t s = 1;
+    while (s * 2 <= want && (dims == 1 ? s * 2 : s * s * 4) <= max_work_group_size) s *= 2;
+    return s;
+}
+
+void lf__sized_options(const char *options, const char *macro, size_t s, char *out, size_t size)
+{
+    snprintf(out, size, "%s -D%s=%zu", options, macro, s);
+}
+
 lf_status lf__kernel_sized(lf_context *ctx, const char *file, const char *options, const char *name,
                            const char *macro, size_t want, int dims, size_t item_bytes, cl_kernel *out,
                            size_t *size)
 {
-    /* start from what the device allows at all */
-    size_t s = 1;
-    while (s * 2 <= want && (dims == 1 ? s * 2 : s * s * 4) <= ctx->info.max_work_group_size) s *= 2;
-    for (;; s /= 2) {
+    for (size_t s = lf__group_start(want, dims, ctx->info.max_work_group_size);; s /= 2) {
         char opts[256];
-        snprintf(opts, sizeof opts, "%s -D%s=%zu", options, macro, s);
+        lf__sized_options(options, macro, s, opts, sizeof opts);
         LF_TRY(lf__kernel(ctx, file, opts, name, out));
         bool fits = false;
         cl_ulong local = 0;
         LF_TRY(group_fits(ctx, *out, dims == 1 ? s : s * s, item_bytes, &fits, &local));
-        if (fits) break;
+        if (fits) return *size = s, LF_OK;
         if (s == 1)
             return lf__fail(ctx, LF_ERR_UNSUPPORTED,
                             "%s (%s) does not run even in work-groups of one: it needs %llu bytes of local memory "
@@ -284,8 +310,11 @@ lf_status lf__kernel_sized(lf_context *ctx, const char *file, const char *option
                             name, opts, (unsigned long long)local, (unsigned long long)ctx->info.local_mem_bytes,
                             item_bytes);
     }
-    *size = s;
-    return LF_OK;
+}
+
+void lf__programs_each(lf_context *ctx, void (*fn)(void *user, const char *file, const char *options), void *user)
+{
+    for (const lf_program_entry *e = ctx->programs; e; e = e->next) fn(user, e->file, e->options);
 }
 
 void lf__programs_free(lf_context *ctx)

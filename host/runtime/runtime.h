@@ -206,12 +206,26 @@ lf_status lf__kernel(lf_context *ctx, const char *file, const char *options,
 lf_status lf__kernel_sized(lf_context *ctx, const char *file, const char *options, const char *name,
                            const char *macro, size_t want, int dims, size_t item_bytes, cl_kernel *out,
                            size_t *size);
+/* The first size lf__kernel_sized tries: the largest power of two up to
+ * want whose group (to the power dims) a device of that limit allows; and
+ * the options of a sized kernel at size s: its own, then -DMACRO=s. */
+size_t lf__group_start(size_t want, int dims, size_t max_work_group_size);
+void lf__sized_options(const char *options, const char *macro, size_t s, char *out, size_t size);
+/* Calls fn with the file and options of each program built on ctx, newest first. */
+void lf__programs_each(lf_context *ctx, void (*fn)(void *user, const char *file, const char *options), void *user);
 void lf__programs_free(lf_context *ctx);
 /* The options a kernel is built with: its own, after -cl-std=CL1.2 where the
  * device compiles OpenCL C 1.2 or later, so that the kernels keep to 1.2 (the
  * level of NVIDIA's OpenCL and of Oclgrind) on every device. They are part of
  * the disk cache's key. */
 void lf__build_options(lf_context *ctx, const char *options, char *out, size_t size);
+/* The same for a device whose CL_DEVICE_OPENCL_C_VERSION is c_version. */
+void lf__build_options_for(const char *c_version, const char *options, char *out, size_t size);
+/* A program's source as it is built: its file of cl/ (or LINFORMER_KERNEL_DIR),
+ * after its prelude (*prelude, NULL when none) and a #line; *shift is the
+ * number of lines before the file. *text is malloc'd, NUL-terminated. */
+lf_status lf__kernel_text(const char *file, char **text, size_t *size, const char **prelude, size_t *shift,
+                          char *msg, size_t msg_size);
 /* Fails naming the first program built on ctx whose build log holds a
  * warning or an error (PoCL's and Oclgrind's logs of a clean build are empty;
  * Intel's always list the build's steps). */
