@@ -10,8 +10,10 @@
 #          then ptxas (the Python package index's nvidia-cuda-nvcc) for sm_80
 #          and sm_90. This is not NVIDIA's OpenCL front end: see
 #          scripts/gpu_compilers.py.
-# It fails on a build error, on any spill or scratch (private memory) use,
-# or on local memory past a profile's limit, and writes the table of
+# It fails on a build error, on local memory past a profile's limit, or on a
+# spill or scratch (private memory) use past scripts/gpu-compilers-baseline.tsv
+# (the attention kernel where a work-item's two rows of d_head floats do not
+# fit in registers; --write-baseline rewrites it), and writes the table of
 # registers, spills, local memory and occupancy per kernel and target to
 # build/gpu-compilers/table.md and table.csv. Needs build/linformer
 # (scripts/setup.sh). GPU_COMPILERS_EXTRA=FILE.cl adds a program of one's own

@@ -2,8 +2,9 @@
 # The whole test suite: sets up and builds like scripts/setup.sh, runs every
 # Criterion test once on each OpenCL platform (PoCL, and Intel's CPU runtime
 # unless LINFORMER_SKIP_INTEL=1: tests/CMakeLists.txt), then the Oclgrind
-# stage (scripts/check-oclgrind.sh: the GPU path on a simulated GPU), then
-# builds a program against the installed package and runs the robustness
+# stage (scripts/check-oclgrind.sh: the GPU path on a simulated GPU), every
+# GPU program through three vendors' compilers (scripts/check-gpu-compilers.sh),
+# the relocatable bundle, then builds a program against the installed package and runs the robustness
 # checks (on the default device), the Python package's tests
 # (scripts/check-python.sh), the serving load test (scripts/check-serve.sh),
 # and every command of README.md and docs/ (scripts/check-docs.py).
@@ -16,6 +17,7 @@ scripts/setup.sh
 export CRITERION_JOBS=1
 ctest --test-dir build --output-on-failure -LE oclgrind
 scripts/check-oclgrind.sh
+scripts/check-gpu-compilers.sh
 scripts/check-bundle.sh
 tests/consumer/check.sh
 scripts/check-robustness.sh
