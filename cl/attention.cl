@@ -78,6 +78,16 @@ typedef float vec;
 
 #if QB == 1 /* ---- one query a work-item, key tiles staged in local memory ---- */
 
+/* The loops over a row's DV vectors, unrolled where the query's row and its
+ * sums (2 DH floats) fit in registers: left rolled, GPU compilers keep both
+ * arrays in scratch memory; unrolled past that, they spill them instead
+ * (scripts/check-gpu-compilers.sh). */
+#if DV <= 16
+#define ROW_UNROLL _Pragma("unroll")
+#else
+#define ROW_UNROLL
+#endif
+
 /* Stages rows [j0, j0 + tk) of keys and values in local memory; every
  * work-item of the group takes part. */
 INLINE void stage(local vec (*kt)[DV], local vec (*vt)[DV], const global float *kb, int k_ld,
@@ -100,16 +110,19 @@ INLINE void fold(local const vec (*kt)[DV], local const vec (*vt)[DV], int jmin,
 {
     for (int j = jmin; j < jmax; j++) {
         vec part = qr[0] * kt[j][0];
+        ROW_UNROLL
         for (int d = 1; d < DV; d++) part += qr[d] * kt[j][d];
         const float s = dot(part, (vec)1.0f);
         if (s > *m) {
             const float corr = exp(*m - s); /* exp(-inf) = 0 at the first key */
             *l *= corr;
+            ROW_UNROLL
             for (int d = 0; d < DV; d++) acc[d] *= corr;
             *m = s;
         }
         const float p = exp(s - *m);
         *l += p;
+        ROW_UNROLL
         for (int d = 0; d < DV; d++) acc[d] += p * vt[j][d];
     }
 }
@@ -130,6 +143,7 @@ kernel void attention_tiled(ATTENTION_ARGS)
 
     vec qr[DV], acc[DV];
     const global float *qrow = q + q_off + b * q_bstride + (ulong)min(i, n_rows - 1) * q_ld + h * DH;
+    ROW_UNROLL
     for (int d = 0; d < DV; d++) {
         qr[d] = live ? LOADV(d, qrow) * scale : (vec)0.0f;
         acc[d] = (vec)0.0f;
@@ -173,6 +187,7 @@ kernel void attention_tiled(ATTENTION_ARGS)
     if (i >= n_rows) return;
     global float *orow = o + o_off + b * o_bstride + (ulong)i * o_ld + h * DH;
     const float inv = (live && l > 0.0f) ? 1.0f / l : 0.0f;
+    ROW_UNROLL
     for (int d = 0; d < DV; d++) STOREV(acc[d] * inv, d, orow);
 }
 
