@@ -66,7 +66,12 @@ only_tracer_crashes() {
 # ---- 1. the test suite under ASan + UBSan + LSan ----
 if [ "${LF_SKIP_ASAN:-0}" != 1 ]; then
     echo "check-robustness: building $asan_dir (ASan + UBSan)" >&2
-    cmake -S . -B "$asan_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLINFORMER_SANITIZE=ON >&2
+    # PoCL's compiled kernels from the main build where it has them: PoCL's
+    # LLVM builds them, not the sanitizers' compiler, and keys them by source,
+    # options and device, so compiling them all again only costs minutes
+    shared_cache=
+    [ -d build/pocl-cache ] && shared_cache="-DLF_POCL_CACHE_DIR=$root/build/pocl-cache"
+    cmake -S . -B "$asan_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLINFORMER_SANITIZE=ON $shared_cache >&2
     cmake --build "$asan_dir" -j"$jobs" >&2
     logs="$root/$asan_dir/sanitizer-reports"
     case "$asan_dir" in /*) logs="$asan_dir/sanitizer-reports" ;; esac
