@@ -97,7 +97,8 @@ static int emit(const char *dir, const char *profile)
 
 int cmd_kernels(int argc, char **argv)
 {
-    static const cli_option options[] = {{"emit", true}, {"device-profile", true}, {"profiles", false}, {"help", false}};
+    static const cli_option options[] = {
+        {"emit", true}, {"device-profile", true}, {"profiles", false}, {"help", false}};
     const char *v[4];
     char err[512];
     if (cli_parse(argc, argv, options, 4, v, err, sizeof err) != 0) return cli_usage_error("kernels", err);
@@ -111,6 +112,7 @@ int cmd_kernels(int argc, char **argv)
     }
     if (!v[0]) return cli_usage_error("kernels", "--emit DIR is missing: the folder to write the kernels into");
     if (!*v[0]) return cli_usage_error("kernels", "--emit is empty: give the folder to write the kernels into");
-    if (!v[1]) return cli_usage_error("kernels", "--device-profile NAME is missing (`linformer kernels --profiles` lists them)");
+    if (!v[1])
+        return cli_usage_error("kernels", "--device-profile NAME is missing (`linformer kernels --profiles` lists them)");
     return emit(v[0], v[1]);
 }

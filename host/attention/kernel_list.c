@@ -82,6 +82,7 @@ lf_status lf_kernel_builds(const char *profile, lf_kernel_build *out, size_t cap
     const lf_device_profile *p;
     LF_TRY(lf__device_profile_find(profile, &p, errbuf, errbuf_size));
     LF_TRY(lf__kernel_list(&p->info, p->c_version, out, capacity, count, errbuf, errbuf_size));
-    for (size_t i = 0; i < *count && i < capacity; i++) snprintf(out[i].compiler, sizeof out[i].compiler, "%s", p->compiler);
+    for (size_t i = 0; i < *count && i < capacity; i++)
+        snprintf(out[i].compiler, sizeof out[i].compiler, "%s", p->compiler);
     return LF_OK;
 }

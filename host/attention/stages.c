@@ -81,7 +81,8 @@ static lf_status project_qkv(const lf_pass *p, cl_mem x, bool own_keys)
     cl_mem qkv = p->ws->buf[LF_WS_QKV];
     lf_gemm_args g = {.trans_b = true, .m = rows, .n = width, .k = pl->cfg.d_model, .alpha = 1.0f,
                       .a = x, .lda = pl->cfg.d_model, .b = p->w->buf[LF_BUF_QKV], .ldb = pl->cfg.d_model,
-                      .c = qkv, .ldc = width, .seq_rows = p->n, .seq_lengths = p->lengths, .what = width == pl->cols ? "gemm qkv" : "gemm q"};
+                      .c = qkv, .ldc = width, .seq_rows = p->n, .seq_lengths = p->lengths,
+                      .what = width == pl->cols ? "gemm qkv" : "gemm q"};
     LF_TRY(lf__gemm(p->ctx, &g, p->tl));
     const lf_bias_rows_args b = {.y = qkv, .ld = (int)width, .cols = (int)width, .rows = (int)rows,
                                  .bias = p->w->buf[LF_BUF_B_QKV], .lengths = p->ws->buf[LF_WS_LENGTHS],
@@ -363,7 +364,8 @@ static lf_status output(const lf_pass *p, cl_mem y, float beta)
     const size_t rows = (size_t)p->batch * p->n, D = pl->cfg.d_model;
     lf_gemm_args g = {.trans_b = true, .m = rows, .n = D, .k = pl->qdim, .alpha = 1.0f,
                       .a = p->ws->buf[LF_WS_ATTENTION], .lda = pl->qdim, .b = p->w->buf[LF_BUF_O], .ldb = pl->qdim,
-                      .beta = beta, .c = y, .ldc = D, .seq_rows = p->n, .seq_lengths = p->lengths, .what = "gemm out"};
+                      .beta = beta, .c = y, .ldc = D, .seq_rows = p->n, .seq_lengths = p->lengths,
+                      .what = "gemm out"};
     LF_TRY(lf__gemm(p->ctx, &g, p->tl));
     const lf_bias_rows_args b = {.y = y, .ld = (int)D, .cols = (int)D, .rows = (int)rows,
                                  .bias = p->w->buf[LF_BUF_B_O], .has_bias = pl->cfg.bias_out,

@@ -76,22 +76,23 @@ static const lf_role fairseq_head[] = {
     .position = LF_POSITION_KV, .norm = LF_NORM_PRE, .padding_idx = -1
 
 const lf_layout lf__layouts[LF_LAYOUT_COUNT] = {
-    [LF_LAYOUT_LUCID_ATTENTION] = {.name = "lucidrains' LinformerSelfAttention", .key = "lucidrains-attention", .family = "lucidrains", .base = "",
-                                   .layer = lucid_attention, .position = LF_POSITION_KV, .norm = LF_NORM_PRE,
-                                   .padding_idx = -1},
+    [LF_LAYOUT_LUCID_ATTENTION] = {.name = "lucidrains' LinformerSelfAttention", .key = "lucidrains-attention",
+                                   .family = "lucidrains", .base = "", .layer = lucid_attention,
+                                   .position = LF_POSITION_KV, .norm = LF_NORM_PRE, .padding_idx = -1},
     /* an LM's row before the Linformer's it wraps: its marker decides */
-    [LF_LAYOUT_LUCID_LM] = {.name = "lucidrains' LinformerLM", .key = "lucidrains-lm", .base = "linformer.net.", .stack = "layers.",
-                            .marker = "token_emb.weight", .embed = LF_EMBED_REQUIRED, LUCID_MODEL},
-    [LF_LAYOUT_LUCID] = {.name = "lucidrains' Linformer", .key = "lucidrains", .base = "net.", .stack = "layers.", LUCID_MODEL},
+    [LF_LAYOUT_LUCID_LM] = {.name = "lucidrains' LinformerLM", .key = "lucidrains-lm", .base = "linformer.net.",
+                            .stack = "layers.", .marker = "token_emb.weight", .embed = LF_EMBED_REQUIRED, LUCID_MODEL},
+    [LF_LAYOUT_LUCID] = {.name = "lucidrains' Linformer", .key = "lucidrains", .base = "net.", .stack = "layers.",
+                         LUCID_MODEL},
     /* reversible=True: ReversibleSequence's blocks, each the same two sub-layers */
-    [LF_LAYOUT_LUCID_REV_LM] = {.name = "lucidrains' reversible LinformerLM", .key = "lucidrains-reversible-lm", .base = "linformer.net.",
-                                .stack = "blocks.", .reversible = true, .marker = "token_emb.weight",
-                                .embed = LF_EMBED_REQUIRED, LUCID_MODEL},
-    [LF_LAYOUT_LUCID_REV] = {.name = "lucidrains' reversible Linformer", .key = "lucidrains-reversible", .base = "net.", .stack = "blocks.",
-                             .reversible = true, LUCID_MODEL},
-    [LF_LAYOUT_FAIRSEQ] = {.name = "fairseq's encoder", .key = "fairseq", .family = "fairseq", .base = "", .stack = "layers.",
-                           .layer = fairseq_layer, .model = fairseq_model, .model_count = COUNT(fairseq_model),
-                           .head = fairseq_head, .head_count = COUNT(fairseq_head),
+    [LF_LAYOUT_LUCID_REV_LM] = {.name = "lucidrains' reversible LinformerLM", .key = "lucidrains-reversible-lm",
+                                .base = "linformer.net.", .stack = "blocks.", .reversible = true,
+                                .marker = "token_emb.weight", .embed = LF_EMBED_REQUIRED, LUCID_MODEL},
+    [LF_LAYOUT_LUCID_REV] = {.name = "lucidrains' reversible Linformer", .key = "lucidrains-reversible", .base = "net.",
+                             .stack = "blocks.", .reversible = true, LUCID_MODEL},
+    [LF_LAYOUT_FAIRSEQ] = {.name = "fairseq's encoder", .key = "fairseq", .family = "fairseq", .base = "",
+                           .stack = "layers.", .layer = fairseq_layer, .model = fairseq_model,
+                           .model_count = COUNT(fairseq_model), .head = fairseq_head, .head_count = COUNT(fairseq_head),
                            .head_beside = "sentence_encoder.", .head_at = "lm_head.", .embed = LF_EMBED_OPTIONAL,
                            .f_from_e = true, .position = LF_POSITION_INPUT, .norm = LF_NORM_POST, .padding_idx = 1}};
 

@@ -45,8 +45,8 @@ static lf_status feed_forward(const lf_run *r, const lf_model_layer *L, cl_mem i
     const lf_model_spec *c = &m->cfg;
     const size_t D = c->info.d_model, F = c->info.d_ff, F2 = F * (c->info.glu ? 2 : 1);
     lf_gemm_args g1 = {.trans_b = true, .m = r->rows, .n = F2, .k = D, .alpha = 1.0f, .a = in, .lda = D,
-                       .b = L->t[LF_L_W1], .ldb = D, .c = act(r, LF_A_FF), .ldc = F2, .seq_rows = r->n, .seq_lengths = r->lengths,
-                       .what = "gemm ffn1"};
+                       .b = L->t[LF_L_W1], .ldb = D, .c = act(r, LF_A_FF), .ldc = F2, .seq_rows = r->n,
+                       .seq_lengths = r->lengths, .what = "gemm ffn1"};
     LF_TRY(lf__gemm(m->ctx, &g1, &m->tl));
     const lf_bias_act_args ba = {.y = act(r, LF_A_FF), .ld = (int)F2, .cols = (int)F, .rows = (int)r->rows,
                                  .bias = L->t[LF_L_B1], .has_bias = c->bias_ff1, .glu = c->info.glu,
@@ -138,7 +138,8 @@ static lf_status head_transform(const lf_run *r, cl_mem *X)
     const size_t D = m->cfg.info.d_model;
     cl_mem H = act(r, LF_A_H);
     lf_gemm_args g = {.trans_b = true, .m = r->rows, .n = D, .k = D, .alpha = 1.0f, .a = *X, .lda = D,
-                      .b = m->m[LF_M_HEAD_DENSE_W], .ldb = D, .c = H, .ldc = D, .seq_rows = r->n, .seq_lengths = r->lengths, .what = "gemm head"};
+                      .b = m->m[LF_M_HEAD_DENSE_W], .ldb = D, .c = H, .ldc = D, .seq_rows = r->n,
+                      .seq_lengths = r->lengths, .what = "gemm head"};
     LF_TRY(lf__gemm(m->ctx, &g, &m->tl));
     const lf_bias_act_args ba = {.y = H, .ld = (int)D, .cols = (int)D, .rows = (int)r->rows,
                                  .bias = m->m[LF_M_HEAD_DENSE_B], .has_bias = 1, .act = m->cfg.info.activation,
@@ -162,8 +163,8 @@ static lf_status output(const lf_run *r, cl_mem y)
     if (lm && c->head_dense) LF_TRY(head_transform(r, &X));
     if (lm) {
         lf_gemm_args g = {.trans_b = true, .m = r->rows, .n = V, .k = D, .alpha = 1.0f, .a = X, .lda = D,
-                          .b = m->m[LF_M_HEAD_W], .ldb = D, .c = y, .ldc = V, .seq_rows = r->n, .seq_lengths = r->lengths,
-                          .what = "gemm logits"};
+                          .b = m->m[LF_M_HEAD_W], .ldb = D, .c = y, .ldc = V, .seq_rows = r->n,
+                          .seq_lengths = r->lengths, .what = "gemm logits"};
         LF_TRY(lf__gemm(m->ctx, &g, &m->tl));
     }
     const lf_bias_rows_args b = {.y = lm ? y : X, .ld = (int)width, .cols = (int)width, .rows = (int)r->rows,

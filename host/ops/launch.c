@@ -142,7 +142,8 @@ lf_status lf__launch_attention_tiled(lf_context *ctx, const lf_attention_tiled_a
     const size_t global[3] = {round_up(items, local[0]), (size_t)a->heads, (size_t)a->batch};
     /* the scores and P V of every query over every key (causal ones do about half), Q, K, V and O once */
     const double keys = a->key_count ? a->key_count : a->n_rows, q = (double)a->batch * a->n_rows * a->d_head;
-    lf__event_work(t, 4.0 * q * keys * a->heads, 4.0 * (2.0 * q * a->heads + 2.0 * a->batch * keys * a->d_head * a->kv_heads));
+    const double q_o = 2.0 * q * a->heads, k_v = 2.0 * a->batch * keys * a->d_head * a->kv_heads;
+    lf__event_work(t, 4.0 * q * keys * a->heads, 4.0 * (q_o + k_v));
     return lf__launch(ctx, k, "attention_tiled", 3, global, local, t);
 }
 
