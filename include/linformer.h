@@ -406,6 +406,16 @@ LF_API lf_status lf_host_blas_library(const char **name, const char **version, c
 LF_API const char *lf_host_blas_core(const char **faster);
 
 /*
+ * OPENBLAS_CORETYPE's value where one set in the environment holds OpenBLAS
+ * to a kernel set of narrower vectors than this CPU runs (for example
+ * "Haswell", AVX2, on an AVX-512 CPU), NULL otherwise; *best, when not NULL,
+ * is set to the widest set the CPU runs ("SkylakeX" or "Haswell"), or NULL.
+ * The GEMMs then run at the older set's rate: `linformer bench` and `run
+ * --profile` say so with the rate both sets reach. Needs no context.
+ */
+LF_API const char *lf_host_blas_forced_core(const char **best);
+
+/*
  * The context's GEMM rate, the yardstick for the layer's GFLOP/s: the median
  * GFLOP/s (2 m n k flops) of five C = A B^T with A [m, k], B [n, k] on the
  * context's backend after one warm-up, timed with profiling events (a queue

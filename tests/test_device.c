@@ -541,6 +541,89 @@ Test(tool, devices_names_the_blas_kernels_the_cpu_takes)
                   tool_log);
 }
 
+/* The widest of OpenBLAS's x86-64 kernel sets this CPU runs, as the library names it; NULL elsewhere. */
+static const char *widest_core(void)
+{
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+        return "SkylakeX";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+#endif
+    return NULL;
+}
+
+/* An OPENBLAS_CORETYPE of narrower vectors than the CPU runs is named, with
+ * the set the CPU would take; one as wide, one OpenBLAS does not list, or
+ * none is not. */
+Test(host_blas, forced_core_is_named_only_when_older)
+{
+    const char *widest = widest_core(), *best = "poison";
+    if (!widest) cr_skip_test("not an x86-64 CPU with AVX2");
+    setenv("OPENBLAS_CORETYPE", "sandybridge", 1); /* OpenBLAS takes its names in any case */
+    cr_expect_str_eq(lf_host_blas_forced_core(&best), "sandybridge");
+    cr_expect_str_eq(best, widest);
+    setenv("OPENBLAS_CORETYPE", "Haswell", 1);
+    const char *forced = lf_host_blas_forced_core(&best);
+    if (strcmp(widest, "SkylakeX") == 0)
+        cr_expect(forced && strcmp(forced, "Haswell") == 0 && strcmp(best, "SkylakeX") == 0, "AVX2 on AVX-512");
+    else
+        cr_expect(forced == NULL && best == NULL, "Haswell on an AVX2 CPU is its own set");
+    static const char *const not_older[] = {"Zen-ish", "", NULL};
+    for (int i = 0; i < 3; i++) {
+        if (not_older[i]) setenv("OPENBLAS_CORETYPE", not_older[i], 1);
+        else unsetenv("OPENBLAS_CORETYPE");
+        best = "poison";
+        cr_expect_null(lf_host_blas_forced_core(&best), "OPENBLAS_CORETYPE=%s", not_older[i] ? not_older[i] : "unset");
+        cr_expect_null(best);
+    }
+    cr_expect_null(lf_host_blas_forced_core(NULL));
+}
+
+/* `run --profile` with such a variable says so once, with the rate here and
+ * the rate of the CPU's own set, which `devices --gemm-rate` measured in a
+ * run of the program without it; nothing is said without the variable. */
+Test(tool, profile_names_a_forced_blas_core_and_its_cost, .timeout = 600)
+{
+    if (!widest_core()) cr_skip_test("not an x86-64 CPU with AVX2");
+    setenv("LINFORMER_HOST_BLAS", "openblas", 1);
+    setenv("LINFORMER_GEMM", "host", 1);
+    char args[1024];
+    snprintf(args, sizeof args,
+             "run --model %1$s/tests/data/pytorch/plain.model.safetensors --input "
+             "%1$s/tests/data/pytorch/plain.io.safetensors --check --repeat 1 --profile",
+             LF_SOURCE_DIR);
+    setenv("OPENBLAS_CORETYPE", "Sandybridge", 1);
+    int rc = lf_test_run_tool(args, tool_log, sizeof tool_log);
+    unsetenv("OPENBLAS_CORETYPE");
+    cr_expect_eq(rc, 0, "exit %d:\n%s", rc, tool_log);
+    const char *note = strstr(tool_log, "note: OPENBLAS_CORETYPE=Sandybridge, set in the environment, holds OpenBLAS "
+                                        "to older kernels than this CPU runs (");
+    double here = 0, own = 0;
+    const char *at = note ? strstr(note, "at ") : NULL;
+    cr_expect(at && sscanf(at, "at %lf GFLOP/s here, %lf with the CPU's own set", &here, &own) == 2 && here > 0 &&
+                  own > 0,
+              "no note with both rates:\n%s", tool_log);
+    cr_expect_null(note ? strstr(note + 1, "note: OPENBLAS_CORETYPE") : NULL, "said twice:\n%s", tool_log);
+    rc = lf_test_run_tool(args, tool_log, sizeof tool_log);
+    cr_expect_eq(rc, 0, "exit %d:\n%s", rc, tool_log);
+    cr_expect_null(strstr(tool_log, "OPENBLAS_CORETYPE"), "without the variable:\n%s", tool_log);
+}
+
+/* `devices --gemm-rate` measures the picked device's yardstick; a device it cannot open is an error. */
+Test(tool, devices_gemm_rate)
+{
+    int rc = lf_test_run_tool("devices --gemm-rate", tool_log, sizeof tool_log);
+    double gflops = 0;
+    const char *line = strstr(tool_log, "\nGEMM rate: ");
+    cr_expect(rc == 0 && line && sscanf(line, "\nGEMM rate: %lf GFLOP/s (", &gflops) == 1 && gflops > 0,
+              "exit %d:\n%s", rc, tool_log);
+    rc = lf_test_run_tool("devices --device no-such --gemm-rate", tool_log, sizeof tool_log);
+    cr_expect_neq(rc, 0, "%s", tool_log);
+    cr_expect_null(strstr(tool_log, "GEMM rate: "), "%s", tool_log);
+}
+
 /* The program sets OPENBLAS_THREAD_TIMEOUT before OpenBLAS loads (it restarts
  * itself) unless the user did; `devices` says the value OpenBLAS read. */
 Test(tool, devices_names_the_blas_thread_timeout)

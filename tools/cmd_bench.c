@@ -16,6 +16,7 @@
 #include "bench_table.h"
 #include "cli.h"
 #include "commands.h"
+#include "gemm_yardstick.h"
 #include "output_file.h"
 
 /* The first Ctrl-C (or TERM) ends the sweep after the forward in flight and still
@@ -131,19 +132,13 @@ static void print_yardsticks(const bench_device *devs, size_t ndev)
     enum { COPY_FLOATS = 16 << 20 }; /* 64 MiB a buffer: past the caches */
     for (size_t d = 0; d < ndev; d++) {
         double gflops = 0, gbps = 0;
-        const char *backend = lf_context_gemm_backend(devs[d].ctx);
-        char kernels[64] = ""; /* the host BLAS, where it runs the GEMMs */
-        const char *blas = lf_context_host_blas(devs[d].ctx);
-        if (blas && strcmp(blas, "OpenBLAS") == 0)
-            snprintf(kernels, sizeof kernels, "; OpenBLAS's %s kernels", lf_host_blas_core(NULL));
-        else if (blas)
-            snprintf(kernels, sizeof kernels, "; %s", blas);
-        if (lf_gemm_rate(devs[d].ctx, 1024, 1024, 1024, &gflops) == LF_OK)
-            printf("device %s GEMM rate: %.1f GFLOP/s (%s SGEMM 1024 x 1024 x 1024, median of 5%s)\n", devs[d].sel,
-                   gflops, backend, kernels);
+        char what[160];
+        if (gemm_yardstick(devs[d].ctx, &gflops, what, sizeof what) == LF_OK)
+            printf("device %s GEMM rate: %.1f GFLOP/s (%s)\n", devs[d].sel, gflops, what);
         else
             fprintf(stderr, "linformer bench: device %s: GEMM rate: %s\n", devs[d].sel,
                     lf_context_last_error(devs[d].ctx));
+        gemm_yardstick_forced_core(devs[d].ctx, gflops);
         if (lf_copy_rate(devs[d].ctx, COPY_FLOATS, &gbps) == LF_OK)
             printf("device %s copy bandwidth: %.1f GB/s (copy kernel, 64 MiB, read + write, median of 5)\n",
                    devs[d].sel, gbps);

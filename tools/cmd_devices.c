@@ -4,6 +4,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "gemm_yardstick.h"
 #include "linformer.h"
 
 static const char *type_name(lf_device_type t)
@@ -32,13 +33,29 @@ static void print_device(const lf_device_info *d, const char *mark)
     printf("    native vector   %u float%s\n", d->float_vector_width, d->float_vector_width == 1 ? "" : "s");
 }
 
+/* --gemm-rate: the yardstick on the device sel picks. */
+static int print_gemm_rate(const char *sel)
+{
+    lf_context *ctx = NULL;
+    char msg[1024], what[160];
+    double gflops = 0;
+    lf_status st = lf_context_create(sel, &ctx, msg, sizeof msg);
+    if (st == LF_OK && (st = gemm_yardstick(ctx, &gflops, what, sizeof what)) != LF_OK)
+        snprintf(msg, sizeof msg, "%s", lf_context_last_error(ctx));
+    if (st == LF_OK) printf("\nGEMM rate: %.1f GFLOP/s (%s)\n", gflops, what);
+    else fprintf(stderr, "linformer devices: --gemm-rate: %s: %s\n", lf_status_string(st), msg);
+    lf_context_free(ctx);
+    return st == LF_OK ? 0 : 1;
+}
+
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: linformer devices [--device SEL]\n\n"
+            "usage: linformer devices [--device SEL] [--gemm-rate]\n\n"
             "Lists every OpenCL platform and device and marks the default one, then every\n"
             "installed driver that gave no platform, with the reason its library did not load.\n"
-            "With --device (or LINFORMER_DEVICE) shows the device SEL picks, or fails naming SEL.\n\n"
+            "With --device (or LINFORMER_DEVICE) shows the device SEL picks, or fails naming SEL.\n"
+            "--gemm-rate then measures its GEMM rate, the yardstick of bench and run --profile.\n\n"
             "SEL: empty = first GPU, else first accelerator, else first CPU;\n"
             "     gpu | cpu | accelerator = the first of that type;\n"
             "     P:D = platform P, device D;\n"
@@ -48,11 +65,11 @@ static void usage(FILE *out)
 
 int cmd_devices(int argc, char **argv)
 {
-    static const cli_option options[] = {{"device", true}, {"help", false}};
-    const char *v[2];
+    static const cli_option options[] = {{"device", true}, {"gemm-rate", false}, {"help", false}};
+    const char *v[3];
     char err[512];
-    if (cli_parse(argc, argv, options, 2, v, err, sizeof err) != 0) return cli_usage_error("devices", err);
-    if (v[1]) {
+    if (cli_parse(argc, argv, options, 3, v, err, sizeof err) != 0) return cli_usage_error("devices", err);
+    if (v[2]) {
         usage(stdout);
         return 0;
     }
@@ -100,5 +117,5 @@ int cmd_devices(int argc, char **argv)
                devs[pick].device_index, devs[pick].device_name);
     }
     free(devs);
-    return 0;
+    return v[1] ? print_gemm_rate(sel) : 0;
 }

@@ -9,6 +9,7 @@
 #include "announce.h"
 #include "cli.h"
 #include "commands.h"
+#include "gemm_yardstick.h"
 #include "linformer.h"
 #include "output_file.h"
 #include "run_input.h"
@@ -239,6 +240,7 @@ static int print_profile(lf_context *ctx, const runner *r)
                             : lf_model_last_profile(r->model, stages, MAX_STAGES, &count);
     if (st == LF_OK) st = r->layer ? lf_attention_last_time_ms(r->layer, &total) : lf_model_last_time_ms(r->model, &total);
     if (st != LF_OK) return fail("--profile: %s: %s", lf_status_string(st), lf_context_last_error(ctx));
+    gemm_yardstick_forced_core(ctx, 0); /* the GEMM stages' rate read beside what the CPU could do */
     printf("%-24s %12s %7s %9s %10s %9s\n", "stage", "ms", "share", "commands", "GFLOP/s", "GB/s");
     unsigned commands = 0;
     double flops = 0, bytes = 0;

@@ -6,7 +6,9 @@
  * that does not know the model falls back to a generic set (Debian's 0.3.21
  * runs its SSE3 "Prescott" kernels on some AVX-512 Xeons, about 4x slower
  * GEMMs: bench/NOTES.md). It takes OPENBLAS_CORETYPE only when it loads, so
- * the library cannot change it afterwards: it says what to set.
+ * the library cannot change it afterwards: it says what to set, and when an
+ * OPENBLAS_CORETYPE set before it loaded holds OpenBLAS to an older set than
+ * the CPU runs (an administrator's Haswell on an AVX-512 machine), says that.
  */
 #include <cblas.h>
 #include <stdbool.h>
@@ -29,15 +31,20 @@ static const char *supported_core(void)
     return NULL;
 }
 
-/* OpenBLAS's x86-64 sets without AVX2: the ones it falls back to. */
-static bool older_than_avx2(const char *core)
+/* OpenBLAS's x86-64 sets by the widest vectors their GEMM kernels use: 0
+ * without AVX2 (the ones it falls back to), 1 AVX2, 2 AVX-512; -1 a name not
+ * listed, of which nothing is said. */
+static int vector_tier(const char *core)
 {
-    static const char *const older[] = {"Prescott",  "Core2",    "Penryn",     "Dunnington", "Nehalem",
-                                        "Atom",      "Sandybridge", "Barcelona", "Bobcat",    "Bulldozer",
-                                        "Piledriver", "Steamroller", "Excavator", "Opteron"};
-    for (size_t i = 0; i < sizeof older / sizeof older[0]; i++)
-        if (strcasecmp(core, older[i]) == 0) return true;
-    return false;
+    static const char *const tiers[][14] = {
+        {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom", "Sandybridge", "Barcelona", "Bobcat",
+         "Bulldozer", "Piledriver", "Steamroller", "Excavator", "Opteron"},
+        {"Haswell", "Zen"},
+        {"SkylakeX", "Cooperlake", "SapphireRapids"}};
+    for (int t = 0; t < 3; t++)
+        for (int i = 0; i < 14 && tiers[t][i]; i++)
+            if (strcasecmp(core, tiers[t][i]) == 0) return t;
+    return -1;
 }
 
 const char *lf_host_blas_core(const char **faster)
@@ -47,7 +54,15 @@ const char *lf_host_blas_core(const char **faster)
     if (faster) {
         const char *best = supported_core();
         const char *set = getenv("OPENBLAS_CORETYPE");
-        *faster = (!set || !*set) && best && older_than_avx2(core) ? best : NULL;
+        *faster = (!set || !*set) && best && vector_tier(core) == 0 ? best : NULL;
     }
     return core;
+}
+
+const char *lf_host_blas_forced_core(const char **best)
+{
+    const char *set = getenv("OPENBLAS_CORETYPE"), *cpu = supported_core();
+    const bool forced = set && *set && cpu && vector_tier(set) >= 0 && vector_tier(set) < vector_tier(cpu);
+    if (best) *best = forced ? cpu : NULL;
+    return forced ? set : NULL;
 }
