@@ -541,17 +541,23 @@ Test(tool, devices_names_the_blas_kernels_the_cpu_takes)
                   tool_log);
 }
 
-/* The widest of OpenBLAS's x86-64 kernel sets this CPU runs, as the library names it; NULL elsewhere. */
+/* The widest of OpenBLAS's x86-64 kernel sets this CPU runs, from the
+ * kernel's list of its features (not the compiler's, as the library asks);
+ * NULL elsewhere. */
 static const char *widest_core(void)
 {
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
-        return "SkylakeX";
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
-#endif
-    return NULL;
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[8192];
+    bool avx512 = false, avx2 = false;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "flags", 5) == 0) {
+            avx512 = strstr(line, " avx512f") && strstr(line, " avx512bw") && strstr(line, " avx512vl") &&
+                     strstr(line, " avx512dq");
+            avx2 = strstr(line, " avx2") && strstr(line, " fma");
+            break;
+        }
+    if (f) fclose(f);
+    return avx512 ? "SkylakeX" : avx2 ? "Haswell" : NULL;
 }
 
 /* An OPENBLAS_CORETYPE of narrower vectors than the CPU runs is named, with

@@ -34,7 +34,10 @@ lf_status lf__launch(lf_context *ctx, cl_kernel k, const char *what, cl_uint dim
                      const size_t *global, const size_t *local, lf_timeline *t)
 {
     cl_int err = clEnqueueNDRangeKernel(ctx->queue, k, dims, NULL, global, local, 0, NULL, lf__event(t));
-    if (err != CL_SUCCESS) return lf__cl_fail(ctx, err, what);
+    if (err != CL_SUCCESS) {
+        lf__event_work(t, 0, 0); /* not left for the next command's row of the profile */
+        return lf__cl_fail(ctx, err, what);
+    }
     lf__event_done(t, what);
     return LF_OK;
 }
