@@ -7,10 +7,10 @@
 # requests in flight. On PoCL alone, with an instance on each device (PoCL
 # and Intel's runtime), smaller on a token model, and served over gRPC alone
 # (--no-http). Then tests/python/test_serve_server.py: readiness that follows
-# the instances' processes, the warm-up, the rejected-request metric, a
-# configuration without host paths, an exported repository served by the
-# stock tritonserver. Installs PyTriton and Triton's client,
-# versions pinned here, into build/pyenv (psutil is Debian's).
+# the instances' processes, the warm-up, what the metrics count a rejected
+# request in, a configuration without host paths, an exported repository
+# served by the stock tritonserver (its metrics too). Installs PyTriton and
+# Triton's client, versions pinned here, into build/pyenv (psutil is Debian's).
 set -eu
 cd "$(dirname "$0")/.."
 PYTRITON_VERSION=0.7.0

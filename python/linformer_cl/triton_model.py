@@ -27,13 +27,16 @@ class TritonPythonModel:
         weights = os.path.join(args["model_repository"], args["model_version"], "model.safetensors")
         self.model = linformer_cl.load(weights, device=self.selector or None, heads=heads)
         self.input = "tokens" if self.model.info.takes_tokens else "x"
-        # Triton's Python backend counts a request as a success when its
-        # execute() returns, error responses included: the rejected ones are
-        # counted here, on the same metrics endpoint.
-        # (The family must outlive its metric.)
+        # Triton's Python backend (2.51) reports one outcome for all the
+        # requests of an execute() call: a success when it returns, error
+        # responses included, a failure when it raises, and then every request
+        # of the call, the good ones of a ragged batch too, gets a 500. So a
+        # bad request is answered by its own error response (400) and counted
+        # here, on the same metrics endpoint. (The family must outlive its metric.)
         self.family = pb_utils.MetricFamily(name="linformer_request_rejected", kind=pb_utils.MetricFamily.COUNTER,
-                                       description="Requests answered with an error naming their input's problem "
-                                                   "(HTTP 400); nv_inference_request_success counts them too")
+                                       description="Requests the model answered with an error naming their input's "
+                                                   "problem (HTTP 400), counted in nv_inference_request_success too; "
+                                                   "those Triton refuses before the model are in neither")
         self.rejected = self.family.Metric(labels={"model": args["model_name"], "version": args["model_version"]})
 
     def execute(self, requests):
