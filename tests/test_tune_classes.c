@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "blas.h"
@@ -251,58 +250,12 @@ Test(tune_classes, the_check_catches_a_wrong_gemm, .timeout = 600)
     lf_context_free(ctx);
 }
 
-static double now_s(void)
+/* The command: a model file that cannot be read fails with its path, status 1, before any search. */
+Test(tune_classes, tune_model_names_a_bad_file, .timeout = 300)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-typedef struct {
-    double at[256];
-    char line[256][200];
-    int count;
-} tune_log;
-
-static void record(const char *line, void *user)
-{
-    tune_log *log = user;
-    if (log->count == 256) return;
-    log->at[log->count] = now_s();
-    snprintf(log->line[log->count++], sizeof log->line[0], "%s", line);
-}
-
-/* No step begins past the limit but each class's parameters in force. */
-Test(tune_classes, tune_model_holds_its_time_limit, .timeout = 900)
-{
-    char dir[64];
-    lf_test_make_dir(dir, "tune-model");
-    cr_assert_eq(setenv("LINFORMER_CACHE_DIR", dir, 1), 0);
-    lf_context *ctx = lf_test_context();
-    static tune_log log;
-    const double seconds = 0.01, start = now_s();
-    const lf_status st = lf_gemm_tune_model(ctx, model_path(), 0, 2, seconds, record, &log);
-    cr_assert_eq(st, LF_OK, "%s: %s", lf_status_string(st), lf_context_last_error(ctx));
-    int classes = 0;
-    for (int i = 0; i < log.count; i++) {
-        const double began = i ? log.at[i - 1] : start;
-        if (strstr(log.line[i], "with the parameters in force") && !strstr(log.line[i], "past")) classes++;
-        else if (strstr(log.line[i], " set "))
-            cr_expect_lt(began, start + seconds, "\"%s\" began %.1f s after the start", log.line[i], began - start);
-    }
-    cr_expect_gt(classes, 0);
-    cr_expect(strstr(log.line[0], "GEMM calls of"), "%s", log.line[0]);
-    cr_expect(strstr(log.line[log.count - 1], "no entry stored"), "%s", log.line[log.count - 1]);
-    /* a file that is no model fails as the loader does, naming it */
-    char bad[1024];
-    snprintf(bad, sizeof bad, "%s/tests/data/models/encoder_short.io.safetensors", LF_SOURCE_DIR);
-    cr_expect_neq(lf_gemm_tune_model(ctx, bad, 0, 1, 1, NULL, NULL), LF_OK);
-    cr_expect_eq(lf_gemm_tune_model(ctx, "/nonexistent.safetensors", 0, 1, 1, NULL, NULL), LF_ERR_IO, "%s",
-                 lf_context_last_error(ctx));
-    cr_expect(strstr(lf_context_last_error(ctx), "/nonexistent.safetensors"), "%s", lf_context_last_error(ctx));
-    cr_expect_eq(lf_gemm_tune_model(ctx, model_path(), 1 << 20, 1, 1, NULL, NULL), LF_ERR_ARGUMENT);
-    cr_expect(strstr(lf_context_last_error(ctx), "seq_len"), "%s", lf_context_last_error(ctx));
-    cr_expect_eq(lf_gemm_tune_model(ctx, model_path(), 0, 0, 1, NULL, NULL), LF_ERR_ARGUMENT);
-    lf_context_free(ctx);
-    lf_test_remove_dir(dir);
+    char cmd[1024], log[8192];
+    snprintf(cmd, sizeof cmd, "%s tune --model /nonexistent/model.safetensors --seconds 600", LF_TOOL_PATH);
+    cr_expect_eq(lf_test_system(cmd, log, sizeof log), 1, "%s", log);
+    cr_expect(strstr(log, "linformer tune: ") && strstr(log, "/nonexistent/model.safetensors") &&
+              !strstr(log, "tuning CLBlast"), "%s", log);
 }
