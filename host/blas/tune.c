@@ -99,7 +99,7 @@ double lf__tune_now(void)
 void lf__tune_say(lf_tuner *t, const char *fmt, ...)
 {
     if (!t->log) return;
-    char line[512];
+    char line[8704]; /* the stored entry's text and a path */
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
