@@ -37,11 +37,18 @@ Test(tune_classes, the_rule_sorts_the_layers_gemms)
     cr_expect_eq(lf__gemm_class(4096, 64, 256), C_HEAD, "one head's P V");
 }
 
-/* The stored entry's path and key for this device, in a new cache folder. */
+/* The stored entry's path and key for this device, in a new cache folder,
+ * with an empty table in the built-in one's place (it may have a row of this
+ * device). */
 static void entry_at(char *dir, char *path, char *key)
 {
     lf_test_make_dir(dir, "tune-classes");
     cr_assert_eq(setenv("LINFORMER_CACHE_DIR", dir, 1), 0);
+    snprintf(path, 4200, "%s/no-rows", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fclose(f);
+    cr_assert_eq(setenv("LINFORMER_GEMM_TABLE", path, 1), 0);
     cr_assert_eq(setenv("LINFORMER_GEMM", "clblast", 1), 0);
     lf_context *ctx = lf_test_context();
     snprintf(key, 1024, "gemm-tune 1|CLBlast %d.%d.%d|%s|%s|%s", CLBLAST_VERSION_MAJOR, CLBLAST_VERSION_MINOR,
