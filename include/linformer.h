@@ -448,7 +448,14 @@ LF_API lf_status lf_copy_rate(lf_context *ctx, size_t floats, double *gbps);
  * back to its own: while the search runs, the CLBlast GEMMs of every other
  * context wait; after it, until the process ends, the device's GEMMs run with
  * what it left in force: the winners or the stored entry's sets, and for a
- * kernel with neither the last set tried. Tune in a process of its own, as
+ * kernel with neither the last set tried (a context with sets of its own, from
+ * a stored entry or the built-in table, applies its GEMM's class's sets again
+ * before each GEMM where others are in force). The sets are stored for every
+ * GEMM shape class (see lf_gemm_tune_model). Without a stored entry, a context
+ * loads its device's row of the built-in table of sets measured to win there
+ * (LINFORMER_GEMM_TABLE names a file read in its place; one that cannot be
+ * read, or whose row of the device holds no valid set, fails the context's
+ * creation). Tune in a process of its own, as
  * `linformer tune` does. `log` (may be NULL) receives one line per step. No
  * step begins after `seconds` (positive and finite) but the three that run once whatever
  * the time: the parameters in force of each kernel and the smallest crossover
