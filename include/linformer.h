@@ -448,7 +448,14 @@ LF_API lf_status lf_copy_rate(lf_context *ctx, size_t floats, double *gbps);
  * back to its own: while the search runs, the CLBlast GEMMs of every other
  * context wait; after it, until the process ends, the device's GEMMs run with
  * what it left in force: the winners or the stored entry's sets, and for a
- * kernel with neither the last set tried. Tune in a process of its own, as
+ * kernel with neither the last set tried (a context with sets of its own, from
+ * a stored entry or the built-in table, applies its GEMM's class's sets again
+ * before each GEMM where others are in force). The sets are stored for every
+ * GEMM shape class (see lf_gemm_tune_model). Without a stored entry, a context
+ * loads its device's row of the built-in table of sets measured to win there
+ * (LINFORMER_GEMM_TABLE names a file read in its place; one that cannot be
+ * read, or whose row of the device holds no valid set, fails the context's
+ * creation). Tune in a process of its own, as
  * `linformer tune` does. `log` (may be NULL) receives one line per step. No
  * step begins after `seconds` (positive and finite) but the three that run once whatever
  * the time: the parameters in force of each kernel and the smallest crossover
@@ -458,6 +465,29 @@ LF_API lf_status lf_copy_rate(lf_context *ctx, size_t floats, double *gbps);
  */
 typedef void (*lf_tune_log)(const char *line, void *user);
 LF_API lf_status lf_gemm_tune(lf_context *ctx, double seconds, lf_tune_log log, void *user);
+
+/*
+ * The same search on the GEMMs that the model in the safetensors file at
+ * `path` (as lf_model_load reads it) runs in a forward of `batch` (1 to
+ * 65536) sequences of `seq_len` positions (1 to the model's max_seq_len; 0:
+ * that):
+ * every GEMM the forward calls, noted once without running it, deduplicated
+ * and grouped by shape class (the GEMM's m, n, k: "sum", the inner dimension
+ * at least 4 times C's longer side; else "head", a side of 128 or less;
+ * else "tile"). For each class with GEMMs it times, weighted by how often the
+ * forward calls each shape, the parameters in force, then sets of the tiled
+ * kernel and of the direct kernel (CLBlast's database rows for NVIDIA's A100
+ * and GeForce RTX 30 and 40 series first, then random valid sets), each
+ * result checked against the host BLAS's (a relative error past 1e-4
+ * disqualifies the set). Each class takes the faster kernel with its best
+ * set; the sets of every class are stored (one entry per device, as above;
+ * contexts apply a class's sets before each of its GEMMs) when at least one
+ * class beats the parameters in force. The time limit holds as for
+ * lf_gemm_tune: no step begins after `seconds` but each class's parameters
+ * in force. A file that is not a model fails as lf_model_load does.
+ */
+LF_API lf_status lf_gemm_tune_model(lf_context *ctx, const char *path, int seq_len, int batch, double seconds,
+                                    lf_tune_log log, void *user);
 
 /* ---- Attention layer ---------------------------------------------------- */
 typedef enum {

@@ -1,6 +1,7 @@
 /*
  * test_tune.c - `linformer tune` and lf_gemm_tune: the time limit holds (no
- * step begins past it but the three that must run once), other contexts'
+ * step begins past it but the three that must run once; with --model, but
+ * each class's parameters in force), other contexts'
  * CLBlast GEMMs wait for the search, a cache folder that
  * takes nothing fails before the search, a stored entry is checked as the
  * search checks its own sets, and the options are parsed as every other
@@ -56,12 +57,18 @@ static bool is_step(const char *line)
            !strstr(line, "stored in");
 }
 
+/* A context whose cache is a new folder `dir`. */
+static lf_context *in_new_cache(char *dir, const char *what)
+{
+    lf_test_make_dir(dir, what);
+    cr_assert_eq(setenv("LINFORMER_CACHE_DIR", dir, 1), 0);
+    return lf_test_context();
+}
+
 Test(tune, no_step_begins_past_the_time_limit, .timeout = 900)
 {
     char dir[64];
-    lf_test_make_dir(dir, "tune");
-    cr_assert_eq(setenv("LINFORMER_CACHE_DIR", dir, 1), 0);
-    lf_context *ctx = lf_test_context();
+    lf_context *ctx = in_new_cache(dir, "tune");
     static tune_log log;
     /* 10 ms: past the limit before the first random set could begin. Such a
      * set is compiled when it begins, and no compile can be stopped: PoCL
@@ -89,6 +96,48 @@ Test(tune, no_step_begins_past_the_time_limit, .timeout = 900)
     else if (tiled > direct) /* equal as printed (to 0.01 ms): either */
         cr_expect(!strstr(stored, "XGEMM_MIN_INDIRECT_SIZE"), "direct %.2f ms, tiled %.2f ms at 64, yet: %s", direct,
                   tiled, stored);
+    lf_context_free(ctx);
+    lf_test_remove_dir(dir);
+}
+
+/* No step begins past the limit but each class's parameters in force. */
+Test(tune, tune_model_holds_its_time_limit, .timeout = 900)
+{
+    char dir[64], model[1024];
+    snprintf(model, sizeof model, "%s/tests/data/models/encoder_depth3.model.safetensors", LF_SOURCE_DIR);
+    lf_context *ctx = in_new_cache(dir, "tune-model");
+    static tune_log log;
+    const double seconds = 0.01, start = now_s();
+    const lf_status st = lf_gemm_tune_model(ctx, model, 0, 2, seconds, record, &log);
+    cr_assert_eq(st, LF_OK, "%s: %s", lf_status_string(st), lf_context_last_error(ctx));
+    int classes = 0;
+    for (int i = 0; i < log.count; i++) {
+        const double began = i ? log.at[i - 1] : start;
+        if (strstr(log.line[i], "with the parameters in force") && !strstr(log.line[i], "past")) classes++;
+        else if (strstr(log.line[i], " set "))
+            cr_expect_lt(began, start + seconds, "\"%s\" began %.1f s after the start", log.line[i], began - start);
+    }
+    cr_expect_gt(classes, 0);
+    cr_expect(strstr(log.line[0], "GEMM calls of"), "%s", log.line[0]);
+    cr_expect(strstr(log.line[log.count - 1], "no entry stored"), "%s", log.line[log.count - 1]);
+    /* a file that is no model fails as the loader does, naming it */
+    char bad[1024];
+    snprintf(bad, sizeof bad, "%s/tests/data/models/encoder_short.io.safetensors", LF_SOURCE_DIR);
+    cr_expect_neq(lf_gemm_tune_model(ctx, bad, 0, 1, 1, NULL, NULL), LF_OK);
+    cr_expect_eq(lf_gemm_tune_model(ctx, "/nonexistent.safetensors", 0, 1, 1, NULL, NULL), LF_ERR_IO, "%s",
+                 lf_context_last_error(ctx));
+    cr_expect(strstr(lf_context_last_error(ctx), "/nonexistent.safetensors"), "%s", lf_context_last_error(ctx));
+    cr_expect_eq(lf_gemm_tune_model(ctx, model, 1 << 20, 1, 1, NULL, NULL), LF_ERR_ARGUMENT);
+    cr_expect(strstr(lf_context_last_error(ctx), "seq_len"), "%s", lf_context_last_error(ctx));
+    cr_expect_eq(lf_gemm_tune_model(ctx, model, 0, 0, 1, NULL, NULL), LF_ERR_ARGUMENT);
+    cr_expect(strstr(lf_context_last_error(ctx), "batch"), "%s", lf_context_last_error(ctx));
+    cr_expect_eq(lf_gemm_tune_model(ctx, model, -1, 1, 1, NULL, NULL), LF_ERR_ARGUMENT);
+    cr_expect(strstr(lf_context_last_error(ctx), "seq_len"), "%s", lf_context_last_error(ctx));
+    cr_expect_eq(lf_gemm_tune_model(ctx, NULL, 0, 1, 1, NULL, NULL), LF_ERR_ARGUMENT);
+    cr_expect(strstr(lf_context_last_error(ctx), "path"), "%s", lf_context_last_error(ctx));
+    cr_expect_eq(lf_gemm_tune_model(ctx, model, 0, 1, 0.0 / 0.0, NULL, NULL), LF_ERR_ARGUMENT);
+    cr_expect(strstr(lf_context_last_error(ctx), "seconds"), "%s", lf_context_last_error(ctx));
+    cr_expect_eq(lf_gemm_tune_model(NULL, model, 0, 1, 1, NULL, NULL), LF_ERR_ARGUMENT);
     lf_context_free(ctx);
     lf_test_remove_dir(dir);
 }
@@ -194,6 +243,12 @@ Test(tune, bad_options_are_usage_errors)
         {"--budget 5", "unknown option \"--budget\""},
         {"--help=yes", "--help takes no value"},
         {"stray", "unexpected argument \"stray\""},
+        {"--seq-len 5", "--seq-len needs --model"},
+        {"--batch 2", "--batch needs --model"},
+        {"--model m --batch 0", "--batch takes an integer from 1 to 65536"},
+        {"--model m --seq-len 0", "--seq-len takes an integer from 1"},
+        {"--model m --seq-len x", "--seq-len takes an integer from 1"},
+        {"--model", "--model needs a value"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char cmd[1024], log[4096];

@@ -24,8 +24,7 @@ static lf_status gemm_init(lf_context *ctx, char *errbuf, size_t errbuf_size)
                             "LINFORMER_GEMM is \"%s\": use \"clblast\" or \"host\"", env);
     }
     if (ctx->gemm == LF_GEMM_HOST) LF_TRY(lf__host_blas_pick(&ctx->host_blas, errbuf, errbuf_size));
-    lf__tune_apply(ctx);
-    return LF_OK;
+    return lf__tune_apply(ctx, errbuf, errbuf_size);
 }
 
 const char *lf_context_gemm_backend(const lf_context *ctx)

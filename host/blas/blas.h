@@ -40,6 +40,33 @@ lf_status lf__gemm(lf_context *ctx, const lf_gemm_args *g, lf_timeline *t);
 /* lf__gemm with CLBlast's index limit (gemm.c) lowered to `limit` elements,
  * so that tests reach its pieces at small sizes. */
 lf_status lf__gemm_limited(lf_context *ctx, const lf_gemm_args *g, lf_timeline *t, size_t limit);
+
+/* ---- GEMMs' shapes, noted (gemm.c) and timed (gemm_time.c) ---- */
+/* One GEMM as a forward calls it: op(A) m x k, op(B) k x n, `batch`
+ * matrices (CLBlast's strided-batched call where `batched`, B one for all
+ * unless b_batched), run `calls` times by the forward. */
+typedef struct {
+    bool trans_a, trans_b, batched, b_batched;
+    size_t m, n, k, batch;
+    unsigned calls;
+} lf_gemm_shape;
+#define LF_GEMM_SHAPES_MAX 64
+/* With ctx->gemm_record set, lf__gemm notes each GEMM's shape here and runs nothing. */
+struct lf_gemm_record {
+    lf_gemm_shape shapes[LF_GEMM_SHAPES_MAX]; /* distinct, in the order first called */
+    size_t count;
+    unsigned calls;    /* GEMM calls noted, repeats included */
+    bool overflow;     /* more distinct shapes than fit */
+};
+typedef struct lf_gemm_record lf_gemm_record;
+void lf__gemm_note(lf_gemm_record *r, const lf_gemm_args *g, bool batched);
+/* The host BLAS's result of the shape on the operands lf__gemm_time fills
+ * ([batch, m, n], malloc'd), or NULL without memory. */
+float *lf__gemm_reference(const lf_gemm_shape *s);
+/* The median ms of `repeat` (1 to 5) timed runs of the shape after a
+ * warm-up; with `reference` (lf__gemm_reference's), the last run's C is
+ * compared with it: a relative error past 1e-4 is an LF_ERR_BLAS, "wrong". */
+lf_status lf__gemm_time(lf_context *ctx, const lf_gemm_shape *s, int repeat, const float *reference, double *ms);
 /* lf_gemm_rate without the lock and the argument checks, with the median of
  * `repeat` (1 to 5) timed runs (for the tuner). */
 lf_status lf__gemm_rate(lf_context *ctx, size_t m, size_t n, size_t k, int repeat, double *gflops);
@@ -59,7 +86,16 @@ struct lf_host_blas {
 lf_status lf__host_blas_pick(const lf_host_blas **out, char *errbuf, size_t errbuf_size);
 
 /* ---- Tuned CLBlast parameters (tune.c) ---- */
-/* Applies this device's stored parameters, if any; a bad entry is ignored. */
-void lf__tune_apply(lf_context *ctx);
+/* Loads this device's sets per GEMM class into ctx: the stored entry's, else
+ * the built-in table's row for the device, if any; a bad entry is ignored, a
+ * bad LINFORMER_GEMM_TABLE fails (the message in errbuf). */
+lf_status lf__tune_apply(lf_context *ctx, char *errbuf, size_t errbuf_size);
+/* CLBlast's sets searched per shape class on the noted GEMMs, for about
+ * `seconds`, and stored as lf_gemm_tune stores its own (tune_model.c). */
+lf_status lf__gemm_tune_shapes(lf_context *ctx, const lf_gemm_record *record, double seconds, lf_tune_log log,
+                               void *user);
+/* Before a CLBlast GEMM of one m x n x k matrix, under the CLBlast lock: the
+ * sets of its class applied where others are in force (tune_use.c). */
+void lf__tune_use(lf_context *ctx, size_t m, size_t n, size_t k);
 
 #endif

@@ -118,6 +118,7 @@ static lf_status gemm_clblast(lf_context *ctx, const lf_gemm_args *g, lf_timelin
      * batched kernels differ from its single one */
     if (g->batch <= 1 && !g->seq_rows) {
         lf__clblast_lock();
+        lf__tune_use(ctx, g->m, g->n, g->k);
         s = CLBlastSgemm(CLBlastLayoutRowMajor, ta, tb, g->m, g->n, g->k, g->alpha, g->a, g->a_off,
                          g->lda, g->b, g->b_off, g->ldb, g->beta, g->c, g->c_off, g->ldc, &q,
                          lf__event(t));
@@ -127,6 +128,7 @@ static lf_status gemm_clblast(lf_context *ctx, const lf_gemm_args *g, lf_timelin
         cl_mem packed = NULL;
         LF_TRY(pack_b(ctx, &p, &packed));
         lf__clblast_lock();
+        lf__tune_use(ctx, p.m, p.n, p.k);
         s = strided_batched(ctx, &p, t);
         lf__clblast_unlock();
         lf__release(&packed); /* the queued GEMM holds it until it has run */
@@ -344,6 +346,24 @@ static lf_gemm_args per_sequence(const lf_gemm_args *g)
     return s;
 }
 
+/* A GEMM's shape noted, as lf__gemm_limited gets it (`linformer tune --model`). */
+void lf__gemm_note(lf_gemm_record *r, const lf_gemm_args *g, bool batched)
+{
+    const lf_gemm_shape s = {g->trans_a, g->trans_b, batched, g->b_stride != 0, g->m, g->n, g->k,
+                             g->batch > 1 ? g->batch : 1, 1};
+    r->calls++;
+    for (size_t i = 0; i < r->count; i++) {
+        lf_gemm_shape *o = &r->shapes[i];
+        if (o->trans_a == s.trans_a && o->trans_b == s.trans_b && o->batched == s.batched &&
+            o->b_batched == s.b_batched && o->m == s.m && o->n == s.n && o->k == s.k && o->batch == s.batch) {
+            o->calls++;
+            return;
+        }
+    }
+    if (r->count < LF_GEMM_SHAPES_MAX) r->shapes[r->count++] = s;
+    else r->overflow = true;
+}
+
 lf_status lf__gemm_limited(lf_context *ctx, const lf_gemm_args *g, lf_timeline *t, size_t limit)
 {
     if (g->m == 0 || g->n == 0 || g->k == 0) return LF_OK;
@@ -351,84 +371,11 @@ lf_status lf__gemm_limited(lf_context *ctx, const lf_gemm_args *g, lf_timeline *
         return lf__fail(ctx, LF_ERR_ARGUMENT, "GEMM %zux%zux%zu: %zu rows are not whole sequences of %zu rows",
                         g->m, g->n, g->k, g->m, g->seq_rows);
     const lf_gemm_args s = g->seq_rows ? per_sequence(g) : *g;
+    if (ctx->gemm_record) return lf__gemm_note(ctx->gemm_record, &s, g->batch > 1 || g->seq_rows), LF_OK;
     return ctx->gemm == LF_GEMM_HOST ? gemm_host(ctx, &s, t) : gemm_pieces(ctx, &s, t, limit);
 }
 
 lf_status lf__gemm(lf_context *ctx, const lf_gemm_args *g, lf_timeline *t)
 {
     return lf__gemm_limited(ctx, g, t, LF_CLBLAST_LIMIT);
-}
-
-/* ---- The yardstick ---- */
-
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* One GEMM timed from a marker before it (CLBlast's own event covers only the
- * last of its kernels) to its end. */
-static lf_status timed_gemm(lf_context *ctx, const lf_gemm_args *g, double *ms)
-{
-    lf_timeline t = {0};
-    cl_int err = clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, lf__event(&t));
-    if (err != CL_SUCCESS) return lf__cl_fail(ctx, err, "clEnqueueMarkerWithWaitList");
-    lf__event_done(&t, NULL);
-    lf_status st = lf__gemm(ctx, g, &t);
-    if (st == LF_OK) st = lf__timeline_ms(ctx, &t, ms);
-    lf__timeline_reset(&t);
-    return st;
-}
-
-#define LF_RATE_REPEAT 5
-
-lf_status lf__gemm_rate(lf_context *ctx, size_t m, size_t n, size_t k, int repeat, double *gflops)
-{
-    if (repeat < 1 || repeat > LF_RATE_REPEAT) repeat = LF_RATE_REPEAT;
-    const size_t rows = m > n ? m : n, count = rows * k; /* the host copy, of the larger of A and B */
-    LF_TRY(lf__host_memory_check(ctx, count * sizeof(float), "the GEMM's operands, filled on the host,"));
-    float *host = malloc(count * sizeof *host);
-    if (!host) return lf__fail(ctx, LF_ERR_OUT_OF_MEMORY, "out of host memory for a %zu x %zu matrix", rows, k);
-    for (size_t i = 0; i < count; i++) host[i] = (float)(i % 17) / 17.0f - 0.5f;
-    cl_mem a = NULL, b = NULL, c = NULL;
-    lf_status st = lf__alloc(ctx, m * k * sizeof(float), "GEMM A", &a);
-    if (st == LF_OK) st = lf__alloc(ctx, n * k * sizeof(float), "GEMM B", &b);
-    if (st == LF_OK) st = lf__alloc(ctx, m * n * sizeof(float), "GEMM C", &c);
-    if (st == LF_OK) st = lf__upload(ctx, a, 0, host, m * k * sizeof(float));
-    if (st == LF_OK) st = lf__upload(ctx, b, 0, host, n * k * sizeof(float));
-    /* C = A B^T, as the layer's projections x W^T */
-    const lf_gemm_args g = {.trans_b = true, .m = m, .n = n, .k = k, .alpha = 1.0f,
-                            .a = a, .lda = k, .b = b, .ldb = k, .c = c, .ldc = n};
-    double ms[LF_RATE_REPEAT + 1];
-    for (int r = 0; st == LF_OK && r <= repeat; r++) st = timed_gemm(ctx, &g, &ms[r]);
-    if (st == LF_OK) { /* ms[0] is the warm-up */
-        qsort(ms + 1, (size_t)repeat, sizeof *ms, cmp_double);
-        const double median = ms[1 + repeat / 2];
-        *gflops = median > 0 ? 2.0 * (double)m * n * k / (median * 1e6) : 0.0;
-    }
-    lf__release(&a), lf__release(&b), lf__release(&c);
-    free(host);
-    return st;
-}
-
-lf_status lf_gemm_rate(lf_context *ctx, size_t m, size_t n, size_t k, double *gflops)
-{
-    if (!ctx) return LF_ERR_ARGUMENT;
-    if (!gflops) return lf__fail(ctx, LF_ERR_ARGUMENT, "gflops is NULL");
-    if (m == 0 || n == 0 || k == 0 || m > INT_MAX || n > INT_MAX || k > INT_MAX)
-        return lf__fail(ctx, LF_ERR_ARGUMENT, "GEMM sizes must be positive, at most %d, got m %zu, n %zu, k %zu",
-                        INT_MAX, m, n, k);
-    /* Each of A, B, C and the host copy of the larger of A and B in bytes a size_t
-     * (always so with 64 bits). */
-    const size_t most = SIZE_MAX / sizeof(float);
-    if (k > most / (m > n ? m : n) || n > most / m)
-        return lf__fail(ctx, LF_ERR_OUT_OF_MEMORY, "a GEMM of m %zu, n %zu, k %zu has matrices past the address space",
-                        m, n, k);
-    if (!ctx->profiling)
-        return lf__fail(ctx, LF_ERR_UNSUPPORTED, "the queue was created without CL_QUEUE_PROFILING_ENABLE");
-    LF_TRY(lf__context_lock(ctx));
-    lf_status st = lf__gemm_rate(ctx, m, n, k, LF_RATE_REPEAT, gflops);
-    lf__context_unlock(ctx);
-    return st;
 }

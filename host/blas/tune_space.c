@@ -18,6 +18,15 @@ const lf_space lf__tune_spaces[K_COUNT] = {
     {"GemmRoutine", 1, {"XGEMM_MIN_INDIRECT_SIZE"}, {{0}}},
 };
 
+const char *const lf__gemm_class_names[C_COUNT] = {"tile", "sum", "head"};
+
+int lf__gemm_class(size_t m, size_t n, size_t k)
+{
+    const size_t side = m > n ? m : n, least = m < n ? (m < k ? m : k) : (n < k ? n : k);
+    if (k >= 4 * side) return C_SUM;
+    return least <= 128 ? C_HEAD : C_TILE;
+}
+
 static bool multiple(size_t x, size_t of) { return of != 0 && x % of == 0; }
 
 /* How many values parameter i of s searches (its 0-terminated choices; a lone 0 counts). */

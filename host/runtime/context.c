@@ -235,6 +235,7 @@ void lf__context_release(lf_context *ctx)
     }
     pthread_mutex_destroy(&ctx->lock);
     free(ctx->cache_dir);
+    free(ctx->tuned); /* one block, no pointers in it */
     free(ctx);
 }
 

@@ -38,6 +38,9 @@ struct lf_context {
     lf_device_info info;
     lf_program_entry *programs; /* built programs of this context, by source and options */
     unsigned cache_hits, cache_misses, cache_rejected; /* disk cache counters, for tests */
+    struct lf_tuned *tuned;  /* CLBlast's sets per GEMM class (blas/tune_space.h); NULL: CLBlast's own */
+    unsigned tune_applied;   /* sets applied before this context's GEMMs (blas/tune_use.c), for tests */
+    struct lf_gemm_record *gemm_record; /* where lf__gemm notes each GEMM's shape (blas.h); NULL: nowhere */
     char *cache_dir;         /* lf_context_set_cache_dir's folder; NULL: the environment's */
     pthread_mutex_t lock;    /* serialises calls on this context (see the header) */
     atomic_int refs;         /* the owner's, and one per live layer or projection */
