@@ -332,7 +332,7 @@ lf_status lf__tune_run(lf_context *ctx, double seconds, lf_tune_log log, void *u
     if (st == LF_OK) {
         lf__tune_format(&found, text, sizeof text);
         if (!text[0]) {
-            lf__tune_say(&t, "nothing beat CLBlast's own parameters in %.1f s: no entry stored", lf__tune_now() - start);
+            lf__tune_say(&t, "nothing beat the parameters in force in %.1f s: no entry stored", lf__tune_now() - start);
         } else if (store_checked(path, key, text)) {
             lf__tune_say(&t, "stored in %s after %.1f s:\n%s", path, lf__tune_now() - start, text);
             if (tuned || (tuned = malloc(sizeof *tuned))) *tuned = found; /* this context's GEMMs use it from now */
