@@ -48,6 +48,7 @@ import csv
 import importlib
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -92,6 +93,8 @@ def parse_args():
     p.add_argument("--csv", help="where the rows go (default bench/results/CPU-peers.csv)")
     p.add_argument("--profile-dir", help="after the rounds, each of our runs once more with --profile, its stages "
                                          "into DIR/WORK-nN-SIDE.txt")
+    p.add_argument("--save-models", help="keep each work's weights as DIR/WORK-nN.model.safetensors (for "
+                                         "`linformer tune --model`, say)")
     args = p.parse_args()
     if args.repeat < 1 or args.rounds < 1 or args.warmup < 0 or args.threads < 1:
         p.error("--repeat, --rounds and --threads are at least 1, --warmup at least 0")
@@ -318,6 +321,11 @@ def compare(args, ours, name, n, factory):
     x = torch.randn(1, n, 512).numpy()
     with tempfile.TemporaryDirectory() as folder:
         onnx_path = save_inputs(module, x, folder, args.opset, {"onnxruntime", "openvino"} & set(args.peers))
+        if args.save_models:
+            os.makedirs(args.save_models, exist_ok=True)
+            stem = re.sub(r"[^a-z0-9]+", "-", f"{name}-n{n}".lower()).strip("-")
+            shutil.copyfile(os.path.join(folder, "model.safetensors"),
+                            os.path.join(args.save_models, stem + ".model.safetensors"))
         start = {"pytorch": lambda: pytorch_side(module, args), "onnxruntime": lambda: onnxruntime_side(onnx_path, args),
                  "openvino": lambda: openvino_side(onnx_path, args)}
         sides = [(peer_name(peer, args), start[peer]()) for peer in PEERS if peer in args.peers]
