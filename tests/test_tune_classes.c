@@ -111,7 +111,8 @@ Test(tune_classes, each_class_runs_its_own_sets_applied_only_on_a_change, .timeo
     cr_assert_not_null(ctx->tuned, "the entry was not loaded (%u bad)", ctx->cache_rejected);
     static const size_t want[C_COUNT][3] = {[C_TILE] = {32, 16, 0}, [C_SUM] = {64, 16, 0}, [C_HEAD] = {16, 16, 65536}};
     static const int order[] = {C_TILE, C_TILE, C_SUM, C_HEAD, C_HEAD, C_TILE};
-    static const unsigned applied[] = {3, 3, 4, 6, 6, 8}; /* after each: tile all 3; sum Xgemm; head Xgemm and the threshold */
+    /* after each: tile all 3; sum Xgemm; head Xgemm and the threshold */
+    static const unsigned applied[] = {3, 3, 4, 6, 6, 8};
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
         const int c = order[i];
         gemm_of(ctx, c);
@@ -211,7 +212,8 @@ Test(tune_classes, the_shapes_noted_are_the_forwards_gemms, .timeout = 600)
     lf_model_info info;
     lf_model_info_get(model, &info);
     const int n = info.max_seq_len, batch = 2;
-    float *x = calloc((size_t)batch * n * info.d_model, sizeof *x), *y = calloc((size_t)batch * n * info.d_model, sizeof *y);
+    float *x = calloc((size_t)batch * n * info.d_model, sizeof *x);
+    float *y = calloc((size_t)batch * n * info.d_model, sizeof *y);
     cr_assert_eq(lf_model_forward(model, x, NULL, y, batch, n, NULL), LF_OK, "%s", lf_context_last_error(ctx));
     lf_stage_time stages[64];
     size_t count = 0;
@@ -234,7 +236,8 @@ Test(tune_classes, the_shapes_noted_are_the_forwards_gemms, .timeout = 600)
     cr_expect_eq(calls, r.calls, "each call is one shape's");
     for (size_t i = 0; i < r.count; i++)
         for (size_t j = 0; j < i; j++)
-            cr_expect(memcmp(&r.shapes[i], &r.shapes[j], offsetof(lf_gemm_shape, calls)) != 0, "shapes %zu and %zu", i, j);
+            cr_expect(memcmp(&r.shapes[i], &r.shapes[j], offsetof(lf_gemm_shape, calls)) != 0, "shapes %zu and %zu", i,
+                      j);
     free(x), free(y);
     lf_model_free(model);
     lf_context_free(ctx);

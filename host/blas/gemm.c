@@ -291,10 +291,10 @@ static lf_status check_host(lf_context *ctx, const lf_gemm_args *g, const lf_map
         size_t bytes = 0;
         cl_int err = clGetMemObjectInfo(maps[i].mem, CL_MEM_SIZE, sizeof bytes, &bytes, NULL);
         if (err != CL_SUCCESS) return lf__cl_fail(ctx, err, "clGetMemObjectInfo(GEMM operand)");
+        const char *which = maps[i].mem == g->c ? "C" : maps[i].mem == g->b ? "B" : "A";
         if (maps[i].hi * sizeof(float) > bytes)
             return lf__fail(ctx, LF_ERR_BLAS, "host GEMM %zux%zux%zu (batch %zu): the buffer of %s holds %zu bytes, "
-                            "needs %zu", g->m, g->n, g->k, g->batch, maps[i].mem == g->c ? "C" : maps[i].mem == g->b ? "B" : "A",
-                            bytes, maps[i].hi * sizeof(float));
+                            "needs %zu", g->m, g->n, g->k, g->batch, which, bytes, maps[i].hi * sizeof(float));
     }
     return LF_OK;
 }

@@ -186,7 +186,8 @@ bool lf__tune_search(lf_tuner *t, int kernel, double until, const lf_tune_shapes
     for (int tried = 1; lf__tune_now() < until && next_set(t, kernel, seeds, &seed, v); tried++) {
         if (lf__tune_set(t->ctx, kernel, v) != LF_OK) continue;
         bool wrong = false;
-        const double ms = try_set(t, s, *best_ms < 1e300 ? 2 * *best_ms : 1e300, until, &wrong); /* a slow set stops early */
+        /* a slow set stops early */
+        const double ms = try_set(t, s, *best_ms < 1e300 ? 2 * *best_ms : 1e300, until, &wrong);
         if (ms < 0) {
             lf__tune_say(t, "%s set %d: no time left to measure it", name, tried);
             break;
@@ -243,7 +244,8 @@ static size_t find_threshold(lf_tuner *t)
         else if (!threshold) threshold = edges[i];
     }
     if (!threshold && measured == count) return 2 * edges[count - 1];
-    if (!threshold) lf__tune_say(t, "GemmRoutine: the tiled kernel won at no edge measured; the threshold in force stays");
+    if (!threshold)
+        lf__tune_say(t, "GemmRoutine: the tiled kernel won at no edge measured; the threshold in force stays");
     return threshold;
 }
 

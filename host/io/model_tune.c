@@ -24,7 +24,8 @@ static lf_status note_forward(lf_context *ctx, lf_model *model, int batch, int *
     const bool tokens = info.kind != LF_MODEL_ENCODER;
     void *in = calloc(rows, tokens ? sizeof(int64_t) : (size_t)info.d_model * sizeof(float)); /* token 0, or x 0 */
     float *y = malloc(rows * width * sizeof *y);
-    lf_status st = in && y ? LF_OK : lf__fail(ctx, LF_ERR_OUT_OF_MEMORY, "no host memory for a forward of %zu rows", rows);
+    lf_status st =
+        in && y ? LF_OK : lf__fail(ctx, LF_ERR_OUT_OF_MEMORY, "no host memory for a forward of %zu rows", rows);
     if (st == LF_OK) {
         ctx->gemm_record = r;
         st = lf_model_forward(model, tokens ? NULL : in, tokens ? in : NULL, y, batch, n, NULL);
@@ -42,7 +43,9 @@ lf_status lf_gemm_tune_model(lf_context *ctx, const char *path, int seq_len, int
 {
     if (!ctx) return LF_ERR_ARGUMENT;
     if (!path) return lf__fail(ctx, LF_ERR_ARGUMENT, "path is NULL");
-    if (seq_len < 0) return lf__fail(ctx, LF_ERR_ARGUMENT, "seq_len must be 0 (the model's max_seq_len) or positive, got %d", seq_len);
+    if (seq_len < 0)
+        return lf__fail(ctx, LF_ERR_ARGUMENT, "seq_len must be 0 (the model's max_seq_len) or positive, got %d",
+                        seq_len);
     if (batch < 1 || batch > 65536) return lf__fail(ctx, LF_ERR_ARGUMENT, "batch must be 1 to 65536, got %d", batch);
     if (!(seconds > 0) || !isfinite(seconds))
         return lf__fail(ctx, LF_ERR_ARGUMENT, "seconds must be positive and finite, got %g", seconds);
