@@ -103,6 +103,8 @@ static void cpu_group(size_t tq, int heads, size_t local[3])
     local[0] = tq / hg, local[1] = hg, local[2] = 1;
 }
 
+int lf__attention_vector_width(int d_head) { return d_head % 4 == 0 ? 4 : 1; }
+
 void lf__attention_spec(const lf_attention_tiles *tiles, int d_head, bool causal, lf_kernel_spec *s)
 {
     const int blk = tiles->query_block > 1 ? tiles->query_block : 1;
@@ -110,7 +112,7 @@ void lf__attention_spec(const lf_attention_tiles *tiles, int d_head, bool causal
     *s = (lf_kernel_spec){.file = "attention.cl", .name = "attention_tiled", .macro = "TQ",
                           .want = tiles->tile_queries};
     const int used = snprintf(s->options, sizeof s->options, "-DDH=%d -DTK=%d -DVW=%d -DCAUSAL=%d -DQB=%d -DQV=%d",
-                              d_head, tiles->tile_keys, d_head % 4 == 0 ? 4 : 1, causal ? 1 : 0, blk, qv);
+                              d_head, tiles->tile_keys, lf__attention_vector_width(d_head), causal ? 1 : 0, blk, qv);
     if (blk > 1 && tiles->key_block > 0)
         snprintf(s->options + used, sizeof s->options - (size_t)used, " -DKB=%d", tiles->key_block);
 }

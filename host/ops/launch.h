@@ -53,7 +53,12 @@ typedef struct {
     int query_block;     /* QB: queries of one vector, 1 or (the CPU variant) 2, 4, 8, 16 */
     int query_vectors;   /* QV: the CPU variant's vectors of QB queries a work-item (0 or 1: one) */
     int key_block;       /* KB: the CPU variant's keys of one pass over DH (0: the kernel's default) */
+    int d_split;         /* DS: the GPU variant's work-items of one query, each holding DH / DS of its row and
+                          * sums; a power of two that divides DH / VW (0 or 1: one) */
 } lf_attention_tiles;
+
+/* VW of the attention kernel at head width d_head: 4 where it divides it, else 1. */
+int lf__attention_vector_width(int d_head);
 
 /* cl/attention.cl: o = softmax(scale q k^T) v per head, tiled over keys.
  * key_count 0 = the sequence's own keys (the first lengths[b] of them). With
