@@ -31,7 +31,7 @@ static void add(lf_list *l, const lf_kernel_spec *s)
 {
     char options[256];
     if (s->macro)
-        lf__sized_options(s->options, s->macro, lf__group_start(s->want, 1, l->dev->max_work_group_size), options,
+        lf__sized_options(s->options, s->macro, lf__group_start(s->want, s->per ? s->per : 1, l->dev->max_work_group_size), options,
                           sizeof options);
     else snprintf(options, sizeof options, "%s", s->options);
     lf_kernel_build *b = l->builds;
