@@ -60,7 +60,7 @@ Test(kernel_builds, no_build_log_has_a_warning)
                 build("attention.cl", "attention_tiled", opts);
             }
     for (int causal = 0; causal <= 1; causal++)
-        for (int dh = 6; dh <= 64; dh += 58) { /* the GPU variant with d_head split: 3 floats or 4 float4s a work-item */
+        for (int dh = 6; dh <= 64; dh += 58) { /* d_head split: 3 floats or 4 float4s a work-item */
             snprintf(opts, sizeof opts, "-DDH=%d -DTK=8 -DVW=%d -DCAUSAL=%d -DQB=1 -DQV=1 -DDS=%d -DTQ=16", dh,
                      dh % 4 ? 1 : 4, causal, dh % 4 ? 2 : 4);
             build("attention.cl", "attention_tiled", opts);

@@ -65,8 +65,10 @@ Test(kernel_params, defaults_by_device_type_and_vector_width)
     }
     /* Intel's runtime below 16 floats keeps float16 elementwise runs; PoCL on an Intel CPU does not */
     static const struct { const char *vendor; unsigned width; const char *want; } vendors[] = {
-        {"Intel(R) Corporation", 8, "variant=cpu,tk=32,tq=8,qb=8,qv=3,kb=4,ds=1,softmax_wg=256,layernorm_wg=128" CPU_EW},
-        {"Intel(R) Corporation", 16, "variant=cpu,tk=32,tq=8,qb=16,qv=2,kb=8,ds=1,softmax_wg=256,layernorm_wg=128" CPU_EW},
+        {"Intel(R) Corporation", 8, "variant=cpu,tk=32,tq=8,qb=8,qv=3,kb=4,ds=1,"
+                                    "softmax_wg=256,layernorm_wg=128" CPU_EW},
+        {"Intel(R) Corporation", 16, "variant=cpu,tk=32,tq=8,qb=16,qv=2,kb=8,ds=1,"
+                                     "softmax_wg=256,layernorm_wg=128" CPU_EW},
         {"GenuineIntel", 8, "variant=cpu,tk=32,tq=8,qb=8,qv=3,kb=4,ds=1,softmax_wg=256,layernorm_wg=128" CPU8_EW}};
     for (size_t i = 0; i < sizeof vendors / sizeof vendors[0]; i++) {
         lf_device_info dev = {.type = LF_DEVICE_CPU, .float_vector_width = vendors[i].width};
@@ -117,22 +119,28 @@ Test(kernel_params, first_matching_row_serves_the_device)
 Test(kernel_params, override_sets_the_keys_it_names)
 {
     static const struct { lf_device_type type; unsigned width; const char *text, *want; } cases[] = {
-        {LF_DEVICE_CPU, 16, "tk=16", "variant=cpu,tk=16,tq=8,qb=16,qv=2,kb=8,ds=1,softmax_wg=256,layernorm_wg=128" CPU_EW},
-        {LF_DEVICE_CPU, 8, "kb=5,qv=1", "variant=cpu,tk=32,tq=8,qb=8,qv=1,kb=5,ds=1,softmax_wg=256,layernorm_wg=128" CPU8_EW},
+        {LF_DEVICE_CPU, 16, "tk=16", "variant=cpu,tk=16,tq=8,qb=16,qv=2,kb=8,ds=1,"
+                                     "softmax_wg=256,layernorm_wg=128" CPU_EW},
+        {LF_DEVICE_CPU, 8, "kb=5,qv=1", "variant=cpu,tk=32,tq=8,qb=8,qv=1,kb=5,ds=1,"
+                                        "softmax_wg=256,layernorm_wg=128" CPU8_EW},
         {LF_DEVICE_CPU, 16, "variant=gpu",
          "variant=gpu,tk=32,tq=64,qb=1,qv=1,kb=1,ds=0,softmax_wg=256,layernorm_wg=128" GPU_EW},
         {LF_DEVICE_CPU, 8, "tq=32,variant=gpu",
          "variant=gpu,tk=32,tq=32,qb=1,qv=1,kb=1,ds=0,softmax_wg=256,layernorm_wg=128" GPU_EW},
         {LF_DEVICE_GPU, 16, "variant=cpu,qb=4,softmax_wg=5,layernorm_wg=3",
          "variant=cpu,tk=32,tq=8,qb=4,qv=2,kb=8,ds=1,softmax_wg=5,layernorm_wg=3" CPU_EW},
-        {LF_DEVICE_GPU, 4, "variant=cpu", "variant=cpu,tk=32,tq=8,qb=8,qv=3,kb=4,ds=1,softmax_wg=256,layernorm_wg=128" CPU8_EW},
+        {LF_DEVICE_GPU, 4, "variant=cpu", "variant=cpu,tk=32,tq=8,qb=8,qv=3,kb=4,ds=1,"
+                           "softmax_wg=256,layernorm_wg=128" CPU8_EW},
         {LF_DEVICE_GPU, 16,
-         "variant=gpu,tk=1024,tq=4096,qb=1,qv=1,kb=1,ds=16,softmax_wg=1,layernorm_wg=4096,vw=16,run=64,elementwise_wg=4096,"
+         "variant=gpu,tk=1024,tq=4096,qb=1,qv=1,kb=1,ds=16,"
+         "softmax_wg=1,layernorm_wg=4096,vw=16,run=64,elementwise_wg=4096,"
          "split=16",
-         "variant=gpu,tk=1024,tq=4096,qb=1,qv=1,kb=1,ds=16,softmax_wg=1,layernorm_wg=4096,vw=16,run=64,elementwise_wg=4096,"
+         "variant=gpu,tk=1024,tq=4096,qb=1,qv=1,kb=1,ds=16,"
+         "softmax_wg=1,layernorm_wg=4096,vw=16,run=64,elementwise_wg=4096,"
          "split=16"},
         {LF_DEVICE_CPU, 16, "elementwise_wg=0,vw=2",
-         "variant=cpu,tk=32,tq=8,qb=16,qv=2,kb=8,ds=1,softmax_wg=256,layernorm_wg=128,vw=2,run=4,elementwise_wg=0,split=0"}};
+         "variant=cpu,tk=32,tq=8,qb=16,qv=2,kb=8,ds=1,"
+         "softmax_wg=256,layernorm_wg=128,vw=2,run=4,elementwise_wg=0,split=0"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const lf_kernel_params p = params_of(cases[i].type, cases[i].width, cases[i].text);
         cr_expect_str_eq(formatted(&p), cases[i].want, "%s", cases[i].text);

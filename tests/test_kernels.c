@@ -391,7 +391,8 @@ static lf_kernel_params variant_params(lf_kernel_variant v)
 static size_t grid_tiles(int dh, lf_attention_tiles tiles[])
 {
     static const lf_attention_tiles odd[] = {
-        {5, 7, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1}, {5, 3, 8, 1, 3, 1}, {1, 2, 4, 3, 5, 1}, {6, 2, 16, 2, 2, 1}, {7, 1, 2, 4, 16, 1}};
+        {5, 7, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1},  {5, 3, 8, 1, 3, 1},
+        {1, 2, 4, 3, 5, 1}, {6, 2, 16, 2, 2, 1}, {7, 1, 2, 4, 16, 1}};
     size_t count = 0;
     lf_device_info info;
     cr_assert_eq(lf_context_device_info(ctx, &info), LF_OK);
