@@ -191,8 +191,8 @@ kernel void attention_tiled(ATTENTION_ARGS)
 #else
     local float *ps = 0; /* none: a work-item holds its query's whole row */
 #endif
-    const int lid = get_local_id(0), slice = lid % DS;
     const int i = get_global_id(0) / DS, h = get_global_id(1), b = get_global_id(2); /* groups of GROUP */
+    const int lid = get_local_id(0), slice = lid % DS;
     const int len = lengths[b];
     const int nk = key_count > 0 ? key_count : len;
     const int hk = h / (heads / kv_heads); /* the key/value head this query head reads */
