@@ -17,7 +17,14 @@
  * Rows at or past len[b] are written as 0, and so is a row with no keys.
  *
  * q[b, i, h*DH + d] at q + q_off + b*q_bstride + i*q_ld, likewise k, v, o, sk, sv.
- * Global: (rows rounded up to TQ, heads, batch), local (TQ, 1, 1).
+ * Global: (rows rounded up to TQ, times DS; heads, batch), local (TQ DS, 1, 1).
+ *
+ * With DS > 1 (d-split) DS neighbouring work-items share a query, each
+ * holding DH / DS of its row and sums: for each staged key each writes its
+ * partial dot product to local memory, and after a barrier each adds the DS
+ * partials and runs the same online softmax (the same m, l and corrections
+ * in all DS) on its own slice of the values. The GPU compilers keep 2 DH / DS
+ * floats a work-item in registers where 2 DH went to scratch memory.
  *
  * With QB > 1 (the CPU variant, chosen by the plan for CPU devices) a
  * work-item owns QV vectors of QB consecutive queries instead, one query per
@@ -33,13 +40,13 @@
 /* Build parameters (the layer's plan sets them; these defaults let the file
  * compile alone). */
 #ifndef DH
-#define DH 64 /* head width: each work-item keeps 2 DH floats in registers */
+#define DH 64 /* head width: each work-item keeps 2 DH / DS floats in registers */
 #endif
 #ifndef TK
 #define TK 32 /* keys staged per tile: 2 TK DH floats of local memory */
 #endif
 #ifndef TQ
-#define TQ 64 /* queries per work-group = the work-group size */
+#define TQ 64 /* queries per work-group: the group's size (TQ DS work-items with DS > 1) */
 #endif
 #ifndef VW
 #define VW 4 /* vector width of the loads: 4 when it divides DH, else 1 */
@@ -76,13 +83,22 @@ typedef float vec;
  * kernel's time (its work-item loops keep less in registers). */
 #define INLINE static inline __attribute__((always_inline))
 
-#if QB == 1 /* ---- one query a work-item, key tiles staged in local memory ---- */
+#if QB == 1 /* ---- one query a work-item (or DS of them), key tiles staged in local memory ---- */
 
-/* The loops over a row's DV vectors, unrolled where the query's row and its
- * sums (2 DH floats) fit in registers: left rolled, GPU compilers keep both
- * arrays in scratch memory; unrolled past that, they spill them instead
- * (scripts/check-gpu-compilers.sh). */
-#if DV <= 16
+#ifndef DS
+#define DS 1 /* work-items of one query, each holding DV / DS vectors of its row and sums */
+#endif
+#if DV % DS
+#error "DS must divide the row's DH / VW vectors"
+#endif
+#define DVS (DV / DS) /* vectors of a query's row and sums that one work-item holds */
+#define GROUP (TQ * DS) /* work-items of a group */
+
+/* The loops over a work-item's DVS vectors, unrolled where its slice of the
+ * query's row and sums (2 DH / DS floats) fits in registers: left rolled, GPU
+ * compilers keep both arrays in scratch memory; unrolled past that, they
+ * spill them instead (scripts/check-gpu-compilers.sh). */
+#if DVS <= 16
 #define ROW_UNROLL _Pragma("unroll")
 #else
 #define ROW_UNROLL
@@ -93,46 +109,90 @@ typedef float vec;
 INLINE void stage(local vec (*kt)[DV], local vec (*vt)[DV], const global float *kb, int k_ld,
                   const global float *vb, int v_ld, int j0, int tk, int lid)
 {
-    for (int t = lid; t < tk * DV; t += TQ) {
+    for (int t = lid; t < tk * DV; t += GROUP) {
         const int j = t / DV, d = t % DV;
         kt[j][d] = LOADV(d, kb + (ulong)(j0 + j) * k_ld);
         vt[j][d] = LOADV(d, vb + (ulong)(j0 + j) * v_ld);
     }
 }
 
-/* Folds staged keys jmin..jmax-1 into one query's running max m, sum l and
- * weighted values acc: an online softmax a key at a time, which rescales the
- * sums only when a key raises the max. No array of a tile's scores: indexed
- * at run time, GPU compilers put one in scratch memory
- * (scripts/check-gpu-compilers.sh). */
-INLINE void fold(local const vec (*kt)[DV], local const vec (*vt)[DV], int jmin, int jmax, const vec *qr,
-                 vec *acc, float *m, float *l)
+/* A staged key times the work-item's slice of its query's row: vectors
+ * slice, slice + DS, ... of both, key pointing at the key's vector slice
+ * (the DS work-items of a query read neighbouring vectors of a key at once;
+ * one pointer, so that the vectors are constant offsets from it). */
+INLINE float partial(local const vec *key, const vec *qr)
 {
+    vec part = qr[0] * key[0];
+    ROW_UNROLL
+    for (int e = 1; e < DVS; e++) part += qr[e] * key[e * DS];
+    return dot(part, (vec)1.0f);
+}
+
+/* Folds staged keys jmin..jmax-1 into one query's running max m, sum l and
+ * the work-item's slice of its weighted values acc: an online softmax a key
+ * at a time, which rescales the sums only when a key raises the max. No
+ * array of a tile's scores: indexed at run time, GPU compilers put one in
+ * scratch memory (scripts/check-gpu-compilers.sh). With DS > 1 a key's
+ * score is the sum of the DS partials in ps, which each of the query's
+ * work-items adds in the same order: the same m, l and corrections in all. */
+INLINE void fold(local const vec (*kt)[DV], local const vec (*vt)[DV], local const float *ps, int jmin, int jmax,
+                 const vec *qr, vec *acc, float *m, float *l, int lid)
+{
+    const int slice = lid % DS;
     for (int j = jmin; j < jmax; j++) {
-        vec part = qr[0] * kt[j][0];
-        ROW_UNROLL
-        for (int d = 1; d < DV; d++) part += qr[d] * kt[j][d];
-        const float s = dot(part, (vec)1.0f);
+#if DS > 1
+        local const float *pj = ps + j * GROUP + (lid - slice);
+        float s = pj[0];
+        for (int t = 1; t < DS; t++) s += pj[t];
+#else
+        const float s = partial(kt[j] + slice, qr);
+#endif
         if (s > *m) {
             const float corr = exp(*m - s); /* exp(-inf) = 0 at the first key */
             *l *= corr;
             ROW_UNROLL
-            for (int d = 0; d < DV; d++) acc[d] *= corr;
+            for (int e = 0; e < DVS; e++) acc[e] *= corr;
             *m = s;
         }
         const float p = exp(s - *m);
         *l += p;
+        local const vec *value = vt[j] + slice;
         ROW_UNROLL
-        for (int d = 0; d < DV; d++) acc[d] += p * vt[j][d];
+        for (int e = 0; e < DVS; e++) acc[e] += p * value[e * DS];
     }
+}
+
+/* One tile: stages rows [j0, j0 + tk) and folds those of them in [lo, hi)
+ * into a live query's sums; with DS > 1 each work-item first writes its
+ * partial scores of them into ps (ps[j GROUP + lid]). The whole group calls
+ * it with the same j0 and tk (its barriers). */
+INLINE void tile(local vec (*kt)[DV], local vec (*vt)[DV], local float *ps, const global float *kb, int k_ld,
+                 const global float *vb, int v_ld, int j0, int tk, int lo, int hi, bool live, const vec *qr,
+                 vec *acc, float *m, float *l, int lid)
+{
+    stage(kt, vt, kb, k_ld, vb, v_ld, j0, tk, lid);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const int jmin = max(lo - j0, 0), jmax = min(tk, hi - j0);
+#if DS > 1
+    if (live)
+        for (int j = jmin; j < jmax; j++) ps[j * GROUP + lid] = partial(kt[j] + lid % DS, qr);
+    barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+    if (live) fold(kt, vt, ps, jmin, jmax, qr, acc, m, l, lid);
+    barrier(CLK_LOCAL_MEM_FENCE);
 }
 
 kernel void attention_tiled(ATTENTION_ARGS)
 {
     local vec kt[TK][DV];
     local vec vt[TK][DV];
-    const int i = get_global_id(0), h = get_global_id(1), b = get_global_id(2);
-    const int lid = get_local_id(0);
+#if DS > 1
+    local float ps[TK * GROUP]; /* each work-item's partial scores of a tile's keys */
+#else
+    local float *ps = 0; /* none: a work-item holds its query's whole row */
+#endif
+    const int i = get_global_id(0) / DS, h = get_global_id(1), b = get_global_id(2); /* groups of GROUP */
+    const int lid = get_local_id(0), slice = lid % DS;
     const int len = lengths[b];
     const int nk = key_count > 0 ? key_count : len;
     const int hk = h / (heads / kv_heads); /* the key/value head this query head reads */
@@ -141,12 +201,12 @@ kernel void attention_tiled(ATTENTION_ARGS)
     const global float *kb = kk + k_off + b * k_bstride + hk * DH;
     const global float *vb = vv + v_off + b * v_bstride + hk * DH;
 
-    vec qr[DV], acc[DV];
+    vec qr[DVS], acc[DVS]; /* vectors slice, slice + DS, ... of the query's row and sums */
     const global float *qrow = q + q_off + b * q_bstride + (ulong)min(i, n_rows - 1) * q_ld + h * DH;
     ROW_UNROLL
-    for (int d = 0; d < DV; d++) {
-        qr[d] = live ? LOADV(d, qrow) * scale : (vec)0.0f;
-        acc[d] = (vec)0.0f;
+    for (int e = 0; e < DVS; e++) {
+        qr[e] = live ? LOADV(e * DS + slice, qrow) * scale : (vec)0.0f;
+        acc[e] = (vec)0.0f;
     }
     float m = -INFINITY, l = 0.0f;
 
@@ -155,10 +215,7 @@ kernel void attention_tiled(ATTENTION_ARGS)
 #if !CAUSAL
     for (int j0 = 0; j0 < (len > 0 ? nk : 0); j0 += TK) {
         const int tk = min(TK, nk - j0);
-        stage(kt, vt, kb, k_ld, vb, v_ld, j0, tk, lid);
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (live) fold(kt, vt, 0, tk, qr, acc, &m, &l);
-        barrier(CLK_LOCAL_MEM_FENCE);
+        tile(kt, vt, ps, kb, k_ld, vb, v_ld, j0, tk, 0, nk, live, qr, acc, &m, &l, lid);
     }
 #else
     const int first = get_group_id(0) * TQ, last = min(first + TQ, len) - 1; /* the group's live rows */
@@ -166,10 +223,8 @@ kernel void attention_tiled(ATTENTION_ARGS)
     const int bound = last < first ? 0 : key_count > 0 ? last / window : last + 1;
     for (int j0 = 0; j0 < bound; j0 += TK) {
         const int tk = min(TK, bound - j0);
-        stage(kt, vt, kb, k_ld, vb, v_ld, j0, tk, lid);
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (live) fold(kt, vt, 0, min(tk, (key_count > 0 ? i / window : i + 1) - j0), qr, acc, &m, &l);
-        barrier(CLK_LOCAL_MEM_FENCE);
+        tile(kt, vt, ps, kb, k_ld, vb, v_ld, j0, tk, 0, key_count > 0 ? i / window : i + 1, live, qr, acc, &m, &l,
+             lid);
     }
     if (key_count > 0) { /* linformer: then the exact keys of its own window, up to itself */
         const global float *skb = sk + sk_off + b * sk_bstride + hk * DH;
@@ -177,10 +232,7 @@ kernel void attention_tiled(ATTENTION_ARGS)
         const int own = i / window * window;
         for (int j0 = first / window * window; j0 <= last; j0 += TK) {
             const int tk = min(TK, last + 1 - j0);
-            stage(kt, vt, skb, sk_ld, svb, sv_ld, j0, tk, lid);
-            barrier(CLK_LOCAL_MEM_FENCE);
-            if (live) fold(kt, vt, max(own - j0, 0), min(tk, i + 1 - j0), qr, acc, &m, &l);
-            barrier(CLK_LOCAL_MEM_FENCE);
+            tile(kt, vt, ps, skb, sk_ld, svb, sv_ld, j0, tk, own, i + 1, live, qr, acc, &m, &l, lid);
         }
     }
 #endif
@@ -188,7 +240,7 @@ kernel void attention_tiled(ATTENTION_ARGS)
     global float *orow = o + o_off + b * o_bstride + (ulong)i * o_ld + h * DH;
     const float inv = (live && l > 0.0f) ? 1.0f / l : 0.0f;
     ROW_UNROLL
-    for (int d = 0; d < DV; d++) STOREV(acc[d] * inv, d, orow);
+    for (int e = 0; e < DVS; e++) STOREV(acc[e] * inv, e * DS + slice, orow);
 }
 
 #else /* ---- QB > 1: the CPU variant, QB queries a work-item, one a lane ---- */

@@ -21,7 +21,8 @@
 #      against PyTorch's: DEVICE-peers.csv, and each of our runs once more with
 #      --profile into profiles/ (needs a Python with torch, safetensors and
 #      linformer: LF_GPU_PYTHON); with LF_GPU_PERF=1 also the 12-layer model at
-#      its first n with the elementwise kernels at vw=4 (profiles-vw4/)
+#      its first n with the elementwise kernels at vw=4 (profiles-vw4/) and
+#      with the attention kernel's d_head split in two, ds=2 (profiles-ds2/)
 #   6. with LF_GPU_TUNE=1: `linformer tune`, then step 3 again into
 #      DEVICE-tuned.* (LF_GPU_PERF=1: step 5 again into DEVICE-peers-tuned.csv
 #      and profiles-tuned/ instead)
@@ -184,15 +185,22 @@ peers() {
     [ "$step_rc" = 0 ] || status=1
 }
 [ "${LF_GPU_PEERS:-0}" = 1 ] && peers ""
-# the elementwise kernels four floats a work-item: the 12-layer model at its first n once more, profiled
-if [ "${LF_GPU_PERF:-0}" = 1 ] && [ "${LF_GPU_PEERS:-0}" = 1 ]; then
-    step peers-vw4 "$((${LF_GPU_PEERS_S:-240} / 2))" "$out/$slug-peers-vw4.log" env PYTHONUNBUFFERED=1 \
-        LINFORMER_KERNEL_PARAMS=vw=4 "${LF_GPU_PYTHON:-python3}" "$root/bench/compare_peers.py" --linformer "$tool" \
+# model_with PARAMS SUFFIX: the 12-layer model at its first n once more under
+# LINFORMER_KERNEL_PARAMS=PARAMS, profiled, into $slug-peers-SUFFIX.csv and profiles-SUFFIX/
+model_with() {
+    step "peers-$2" "$((${LF_GPU_PEERS_S:-240} / 2))" "$out/$slug-peers-$2.log" env PYTHONUNBUFFERED=1 \
+        LINFORMER_KERNEL_PARAMS="$1" "${LF_GPU_PYTHON:-python3}" "$root/bench/compare_peers.py" --linformer "$tool" \
         --peers pytorch --torch-device "${LF_GPU_TORCH_DEVICE:-cuda}" --devices "$LINFORMER_DEVICE" \
         --model linformer12 --model-n "$(echo "${LF_GPU_PEERS_MODEL_N:-4096}" | cut -d, -f1)" --rounds 1 --repeat 3 \
-        --no-wall --csv "$out/$slug-peers-vw4.csv" \
-        --profile-dir "$out/profiles-vw4"
+        --no-wall --csv "$out/$slug-peers-$2.csv" --profile-dir "$out/profiles-$2"
     [ "$step_rc" = 0 ] || status=1
+}
+# the elementwise kernels four floats a work-item; and the attention kernel
+# with d_head 64 split across two work-items of a query (the default splits
+# from d_head 128 only), beside the default run of step 5
+if [ "${LF_GPU_PERF:-0}" = 1 ] && [ "${LF_GPU_PEERS:-0}" = 1 ]; then
+    model_with vw=4 vw4
+    model_with ds=2 ds2
 fi
 
 # ---- 6. tuning, when asked for ----

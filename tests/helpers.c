@@ -100,6 +100,23 @@ lf_kernel_params lf_test_kernel_params(lf_context *ctx)
     return kp;
 }
 
+typedef struct {
+    const char *file, *a, *b;
+    bool found;
+} built_search;
+static void find_built(void *user, const char *file, const char *options)
+{
+    built_search *s = user;
+    if (strcmp(file, s->file) == 0 && strstr(options, s->a) && strstr(options, s->b)) s->found = true;
+}
+
+bool lf_test_built_with(lf_context *ctx, const char *file, const char *a, const char *b)
+{
+    built_search s = {file, a, b, false};
+    lf__programs_each(ctx, find_built, &s);
+    return s.found;
+}
+
 int lf_test_system(const char *cmd, char *log, size_t log_size)
 {
     char full[4096];

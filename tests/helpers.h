@@ -58,6 +58,10 @@ lf_context *lf_test_context(void);
  * (LINFORMER_KERNEL_PARAMS included), for the typed launchers. */
 lf_kernel_params lf_test_kernel_params(lf_context *ctx);
 
+/* Whether a program of `file` was built on ctx with options holding both
+ * `a` and `b` (the kernel cache of the context: what its launches built). */
+bool lf_test_built_with(lf_context *ctx, const char *file, const char *a, const char *b);
+
 /* Runs a shell command, returns its exit status; output goes to `log` (may be NULL). */
 int lf_test_system(const char *cmd, char *log, size_t log_size);
 

@@ -144,3 +144,43 @@ Test(gpu_path, split_sums)
     cr_expect_leq(e, TOL, "split=3: relative error %.3g", e);
     cr_expect_leq(d, 1e-6, "split=3: a sequence in a batch differs from itself alone by %.3g", d);
 }
+
+/* d_head split across DS work-items of a query (ds of LINFORMER_KERNEL_PARAMS)
+ * in whole layers: flash, fused Linformer and causal pooled Linformer, causal
+ * or not, at head widths 16 to 256, mixed lengths, the table's DS (DH / 64)
+ * and each DS asked for (lowered until it divides the row's vectors), once
+ * more in groups of 4 queries and tiles of 3 keys, so that many groups and
+ * tiles end inside a sequence. Against the reference and each sequence
+ * alone; a DS past 1 is seen in the kernel's options. */
+Test(gpu_path, d_split)
+{
+    static const int d_heads[] = {16, 40, 128, 256}; /* 256: the widest the kernel takes */
+    static const char *const params[] = {"variant=gpu", "variant=gpu,ds=2", "variant=gpu,ds=4",
+                                         "variant=gpu,ds=8", "variant=gpu,tk=3,tq=4,ds=2"};
+    static const struct { lf_mode mode; bool causal; } modes[] = {
+        {LF_MODE_LINFORMER, false}, {LF_MODE_LINFORMER, true}, {LF_MODE_FLASH, false}, {LF_MODE_FLASH, true}};
+    for (size_t h = 0; h < sizeof d_heads / sizeof d_heads[0]; h++)
+        for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++)
+            for (size_t p = 0; p < sizeof params / sizeof params[0]; p++) {
+                if (lf_test_tiny() && (h + m + p) % 4) continue; /* the simulator: a quarter of them */
+                lf_case c = tiny(modes[m].mode, 5, modes[m].causal);
+                c.batch = 4, c.lengths = mixed, c.cfg.d_head = d_heads[h];
+                setenv("LINFORMER_KERNEL_PARAMS", params[p], 1);
+                const double e = lf_case_run(ctx, &c), d = lf_case_batch_vs_alone(ctx, &c);
+                unsetenv("LINFORMER_KERNEL_PARAMS");
+                const int dv = d_heads[h] % 4 == 0 ? d_heads[h] / 4 : d_heads[h];
+                const char *asked = strstr(params[p], "ds=");
+                int ds = asked ? atoi(asked + 3) : d_heads[h] >= 256 ? 4 : d_heads[h] >= 128 ? 2 : 1;
+                while (dv % ds) ds /= 2;
+                char what[96], dh_opt[16], ds_opt[16];
+                snprintf(what, sizeof what, "d_head %d, mode %s, causal %d, %s", d_heads[h],
+                         lf_mode_name(c.cfg.mode), modes[m].causal, params[p]);
+                cr_expect_leq(e, TOL, "%s: relative error %.3g", what, e);
+                cr_expect_leq(d, 1e-6, "%s: a sequence in a batch differs from itself alone by %.3g", what, d);
+                snprintf(dh_opt, sizeof dh_opt, "-DDH=%d ", d_heads[h]);
+                snprintf(ds_opt, sizeof ds_opt, "-DDS=%d", ds);
+                if (ds > 1)
+                    cr_expect(lf_test_built_with(ctx, "attention.cl", dh_opt, ds_opt), "%s: no kernel built with %s",
+                              what, ds_opt);
+            }
+}

@@ -42,7 +42,7 @@ static lf_kernel_params cpu_params(void)
 }
 
 /* Each variant at its widths on this device: the GPU variant's one query
- * and one float; the CPU variant's own QB, QV, KB and vector width (which
+ * and one float, and a query split across work-items (DS); the CPU variant's own QB, QV, KB and vector width (which
  * keep to the device's vectors: a float16 is an ABI PoCL warns about on
  * AVX2), and a narrower QB with one vector and a KB not dividing TK. */
 Test(kernel_builds, no_build_log_has_a_warning)
@@ -59,6 +59,12 @@ Test(kernel_builds, no_build_log_has_a_warning)
                 if (qb > 1) snprintf(opts + strlen(opts), sizeof opts - strlen(opts), " -DKB=%d", kb);
                 build("attention.cl", "attention_tiled", opts);
             }
+    for (int causal = 0; causal <= 1; causal++)
+        for (int dh = 6; dh <= 64; dh += 58) { /* d_head split: 3 floats or 4 float4s a work-item */
+            snprintf(opts, sizeof opts, "-DDH=%d -DTK=8 -DVW=%d -DCAUSAL=%d -DQB=1 -DQV=1 -DDS=%d -DTQ=16", dh,
+                     dh % 4 ? 1 : 4, causal, dh % 4 ? 2 : 4);
+            build("attention.cl", "attention_tiled", opts);
+        }
     build("softmax.cl", "softmax_rows", " -DWG=256");
     build("softmax.cl", "softmax_rows_cpu", "");
     build("layernorm.cl", "layernorm_rows", " -DWG=128");

@@ -43,10 +43,10 @@ static void check_built(void *user, const char *file, const char *options)
     for (int w = 0; w < 3; w++) s->files |= !strcmp(file, wanted[w]) << w;
 }
 
-static void run_layer(lf_context *ctx, lf_mode mode, bool causal, lf_proj_kind proj, int k)
+static void run_layer(lf_context *ctx, lf_mode mode, bool causal, lf_proj_kind proj, int k, int heads)
 {
     lf_case c = {.batch = 2, .n = 24, .lengths = NULL};
-    lf_attention_config_init(&c.cfg, 128, 2, 24, k); /* d_head 64 */
+    lf_attention_config_init(&c.cfg, 128, heads, 24, k); /* d_head 128 / heads */
     c.cfg.mode = mode;
     c.cfg.causal = causal;
     c.cfg.proj_kind = proj;
@@ -57,11 +57,12 @@ Test(kernel_emit, what_the_layers_build_in_the_gpu_variant_is_listed)
 {
     setenv("LINFORMER_KERNEL_PARAMS", "variant=gpu", 1);
     lf_context *ctx = lf_test_context();
-    run_layer(ctx, LF_MODE_LINFORMER, false, LF_PROJ_LEARNED, 8);   /* fused: attention_tiled */
-    run_layer(ctx, LF_MODE_LINFORMER, true, LF_PROJ_MEAN_POOL, 6);  /* causal, seq_project_window */
-    run_layer(ctx, LF_MODE_LINFORMER, false, LF_PROJ_MAX_POOL, 6);  /* max pooling */
-    run_layer(ctx, LF_MODE_FLASH, true, LF_PROJ_LEARNED, 0);        /* causal flash */
-    run_layer(ctx, LF_MODE_DENSE, false, LF_PROJ_LEARNED, 0);       /* softmax_rows */
+    run_layer(ctx, LF_MODE_LINFORMER, false, LF_PROJ_LEARNED, 8, 2);  /* fused: attention_tiled */
+    run_layer(ctx, LF_MODE_LINFORMER, true, LF_PROJ_MEAN_POOL, 6, 2); /* causal, seq_project_window */
+    run_layer(ctx, LF_MODE_LINFORMER, false, LF_PROJ_MAX_POOL, 6, 2); /* max pooling */
+    run_layer(ctx, LF_MODE_FLASH, true, LF_PROJ_LEARNED, 0, 2);       /* causal flash */
+    run_layer(ctx, LF_MODE_FLASH, false, LF_PROJ_LEARNED, 0, 1);      /* d_head 128: split in two (DS 2) */
+    run_layer(ctx, LF_MODE_DENSE, false, LF_PROJ_LEARNED, 0, 2);      /* softmax_rows */
     char version[128] = "";
     clGetDeviceInfo(ctx->device, CL_DEVICE_OPENCL_C_VERSION, sizeof version, version, NULL);
     lf_kernel_build list[MAX_BUILDS];
@@ -77,9 +78,11 @@ Test(kernel_emit, what_the_layers_build_in_the_gpu_variant_is_listed)
     unsetenv("LINFORMER_KERNEL_PARAMS");
 }
 
-/* The profile's local memory reaches the tiles: at d_head 128 the 2 TK dh
- * floats of a tile keep within half of NVIDIA's 48 KiB (TK 16), of Intel's
- * Max 128 KiB (TK 32); every program at OpenCL C 1.2, the groups sized. */
+/* The profile's local memory reaches the tiles: at d_head 128, split across
+ * two work-items of a query, the 2 TK dh floats of a tile and the 64 x 2 TK
+ * partial scores keep within half of NVIDIA's 48 KiB (TK 16), of Intel's Max
+ * 128 KiB (TK 32); at d_head 256 (DS 4) within half of AMD's 64 KiB (TK 8);
+ * every program at OpenCL C 1.2, the groups sized. */
 static void expect_build(const char *profile, const char *file, const char *options)
 {
     lf_kernel_build list[MAX_BUILDS];
@@ -97,8 +100,10 @@ static void expect_build(const char *profile, const char *file, const char *opti
 Test(kernel_emit, a_profile_takes_its_tiles_from_its_local_memory)
 {
     unsetenv("LINFORMER_KERNEL_PARAMS");
-    expect_build("nvidia-h200", "attention.cl", "-DDH=128 -DTK=16 -DVW=4 -DCAUSAL=0 -DQB=1 -DQV=1 -DTQ=64");
-    expect_build("intel-max-1100", "attention.cl", "-DDH=128 -DTK=32 -DVW=4 -DCAUSAL=0 -DQB=1 -DQV=1 -DTQ=64");
+    expect_build("nvidia-h200", "attention.cl", "-DDH=128 -DTK=16 -DVW=4 -DCAUSAL=0 -DQB=1 -DQV=1 -DDS=2 -DTQ=64");
+    expect_build("intel-max-1100", "attention.cl", "-DDH=128 -DTK=32 -DVW=4 -DCAUSAL=0 -DQB=1 -DQV=1 -DDS=2 -DTQ=64");
+    expect_build("amd-mi210", "attention.cl", "-DDH=256 -DTK=8 -DVW=4 -DCAUSAL=1 -DQB=1 -DQV=1 -DDS=4 -DTQ=64");
+    expect_build("nvidia-h200", "attention.cl", "-DDH=64 -DTK=32 -DVW=4 -DCAUSAL=0 -DQB=1 -DQV=1 -DTQ=64");
     expect_build("amd-mi210", "softmax.cl", " -DWG=256");
     size_t count = 1;
     char err[512] = "";

@@ -54,20 +54,22 @@ static char *formatted(const lf_kernel_params *p)
 Test(kernel_params, defaults_by_device_type_and_vector_width)
 {
     static const struct { unsigned width; const char *want; } cpus[] = {
-        {16, "variant=cpu,tk=32,tq=8,qb=16,qv=2,kb=8,softmax_wg=256,layernorm_wg=128" CPU_EW},
-        {32, "variant=cpu,tk=32,tq=8,qb=16,qv=2,kb=8,softmax_wg=256,layernorm_wg=128" CPU_EW},
-        {8, "variant=cpu,tk=32,tq=8,qb=8,qv=3,kb=4,softmax_wg=256,layernorm_wg=128" CPU8_EW},
-        {4, "variant=cpu,tk=32,tq=8,qb=8,qv=3,kb=4,softmax_wg=256,layernorm_wg=128" CPU8_EW},
-        {0, "variant=cpu,tk=32,tq=8,qb=8,qv=3,kb=4,softmax_wg=256,layernorm_wg=128" CPU8_EW}};
+        {16, "variant=cpu,tk=32,tq=8,qb=16,qv=2,kb=8,ds=1,softmax_wg=256,layernorm_wg=128" CPU_EW},
+        {32, "variant=cpu,tk=32,tq=8,qb=16,qv=2,kb=8,ds=1,softmax_wg=256,layernorm_wg=128" CPU_EW},
+        {8, "variant=cpu,tk=32,tq=8,qb=8,qv=3,kb=4,ds=1,softmax_wg=256,layernorm_wg=128" CPU8_EW},
+        {4, "variant=cpu,tk=32,tq=8,qb=8,qv=3,kb=4,ds=1,softmax_wg=256,layernorm_wg=128" CPU8_EW},
+        {0, "variant=cpu,tk=32,tq=8,qb=8,qv=3,kb=4,ds=1,softmax_wg=256,layernorm_wg=128" CPU8_EW}};
     for (size_t i = 0; i < sizeof cpus / sizeof cpus[0]; i++) {
         const lf_kernel_params cpu = params_of(LF_DEVICE_CPU, cpus[i].width, NULL);
         cr_expect_str_eq(formatted(&cpu), cpus[i].want, "width %u", cpus[i].width);
     }
     /* Intel's runtime below 16 floats keeps float16 elementwise runs; PoCL on an Intel CPU does not */
     static const struct { const char *vendor; unsigned width; const char *want; } vendors[] = {
-        {"Intel(R) Corporation", 8, "variant=cpu,tk=32,tq=8,qb=8,qv=3,kb=4,softmax_wg=256,layernorm_wg=128" CPU_EW},
-        {"Intel(R) Corporation", 16, "variant=cpu,tk=32,tq=8,qb=16,qv=2,kb=8,softmax_wg=256,layernorm_wg=128" CPU_EW},
-        {"GenuineIntel", 8, "variant=cpu,tk=32,tq=8,qb=8,qv=3,kb=4,softmax_wg=256,layernorm_wg=128" CPU8_EW}};
+        {"Intel(R) Corporation", 8, "variant=cpu,tk=32,tq=8,qb=8,qv=3,kb=4,ds=1,"
+                                    "softmax_wg=256,layernorm_wg=128" CPU_EW},
+        {"Intel(R) Corporation", 16, "variant=cpu,tk=32,tq=8,qb=16,qv=2,kb=8,ds=1,"
+                                     "softmax_wg=256,layernorm_wg=128" CPU_EW},
+        {"GenuineIntel", 8, "variant=cpu,tk=32,tq=8,qb=8,qv=3,kb=4,ds=1,softmax_wg=256,layernorm_wg=128" CPU8_EW}};
     for (size_t i = 0; i < sizeof vendors / sizeof vendors[0]; i++) {
         lf_device_info dev = {.type = LF_DEVICE_CPU, .float_vector_width = vendors[i].width};
         snprintf(dev.vendor, sizeof dev.vendor, "%s", vendors[i].vendor);
@@ -86,7 +88,7 @@ Test(kernel_params, defaults_by_device_type_and_vector_width)
         for (unsigned width = 1; width <= 16; width *= 4) {
             const lf_kernel_params p = params_of(others[i], width, ""); /* empty: no override */
             cr_expect_str_eq(formatted(&p),
-                             "variant=gpu,tk=32,tq=64,qb=1,qv=1,kb=1,softmax_wg=256,layernorm_wg=128" GPU_EW,
+                             "variant=gpu,tk=32,tq=64,qb=1,qv=1,kb=1,ds=0,softmax_wg=256,layernorm_wg=128" GPU_EW,
                              "type %d width %u", others[i], width);
         }
 }
@@ -117,22 +119,28 @@ Test(kernel_params, first_matching_row_serves_the_device)
 Test(kernel_params, override_sets_the_keys_it_names)
 {
     static const struct { lf_device_type type; unsigned width; const char *text, *want; } cases[] = {
-        {LF_DEVICE_CPU, 16, "tk=16", "variant=cpu,tk=16,tq=8,qb=16,qv=2,kb=8,softmax_wg=256,layernorm_wg=128" CPU_EW},
-        {LF_DEVICE_CPU, 8, "kb=5,qv=1", "variant=cpu,tk=32,tq=8,qb=8,qv=1,kb=5,softmax_wg=256,layernorm_wg=128" CPU8_EW},
+        {LF_DEVICE_CPU, 16, "tk=16", "variant=cpu,tk=16,tq=8,qb=16,qv=2,kb=8,ds=1,"
+                                     "softmax_wg=256,layernorm_wg=128" CPU_EW},
+        {LF_DEVICE_CPU, 8, "kb=5,qv=1", "variant=cpu,tk=32,tq=8,qb=8,qv=1,kb=5,ds=1,"
+                                        "softmax_wg=256,layernorm_wg=128" CPU8_EW},
         {LF_DEVICE_CPU, 16, "variant=gpu",
-         "variant=gpu,tk=32,tq=64,qb=1,qv=1,kb=1,softmax_wg=256,layernorm_wg=128" GPU_EW},
+         "variant=gpu,tk=32,tq=64,qb=1,qv=1,kb=1,ds=0,softmax_wg=256,layernorm_wg=128" GPU_EW},
         {LF_DEVICE_CPU, 8, "tq=32,variant=gpu",
-         "variant=gpu,tk=32,tq=32,qb=1,qv=1,kb=1,softmax_wg=256,layernorm_wg=128" GPU_EW},
+         "variant=gpu,tk=32,tq=32,qb=1,qv=1,kb=1,ds=0,softmax_wg=256,layernorm_wg=128" GPU_EW},
         {LF_DEVICE_GPU, 16, "variant=cpu,qb=4,softmax_wg=5,layernorm_wg=3",
-         "variant=cpu,tk=32,tq=8,qb=4,qv=2,kb=8,softmax_wg=5,layernorm_wg=3" CPU_EW},
-        {LF_DEVICE_GPU, 4, "variant=cpu", "variant=cpu,tk=32,tq=8,qb=8,qv=3,kb=4,softmax_wg=256,layernorm_wg=128" CPU8_EW},
+         "variant=cpu,tk=32,tq=8,qb=4,qv=2,kb=8,ds=1,softmax_wg=5,layernorm_wg=3" CPU_EW},
+        {LF_DEVICE_GPU, 4, "variant=cpu", "variant=cpu,tk=32,tq=8,qb=8,qv=3,kb=4,ds=1,"
+                           "softmax_wg=256,layernorm_wg=128" CPU8_EW},
         {LF_DEVICE_GPU, 16,
-         "variant=gpu,tk=1024,tq=4096,qb=1,qv=1,kb=1,softmax_wg=1,layernorm_wg=4096,vw=16,run=64,elementwise_wg=4096,"
+         "variant=gpu,tk=1024,tq=4096,qb=1,qv=1,kb=1,ds=16,"
+         "softmax_wg=1,layernorm_wg=4096,vw=16,run=64,elementwise_wg=4096,"
          "split=16",
-         "variant=gpu,tk=1024,tq=4096,qb=1,qv=1,kb=1,softmax_wg=1,layernorm_wg=4096,vw=16,run=64,elementwise_wg=4096,"
+         "variant=gpu,tk=1024,tq=4096,qb=1,qv=1,kb=1,ds=16,"
+         "softmax_wg=1,layernorm_wg=4096,vw=16,run=64,elementwise_wg=4096,"
          "split=16"},
         {LF_DEVICE_CPU, 16, "elementwise_wg=0,vw=2",
-         "variant=cpu,tk=32,tq=8,qb=16,qv=2,kb=8,softmax_wg=256,layernorm_wg=128,vw=2,run=4,elementwise_wg=0,split=0"}};
+         "variant=cpu,tk=32,tq=8,qb=16,qv=2,kb=8,ds=1,"
+         "softmax_wg=256,layernorm_wg=128,vw=2,run=4,elementwise_wg=0,split=0"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const lf_kernel_params p = params_of(cases[i].type, cases[i].width, cases[i].text);
         cr_expect_str_eq(formatted(&p), cases[i].want, "%s", cases[i].text);
@@ -155,7 +163,7 @@ Test(kernel_params, bad_overrides_are_refused_by_name)
         {"tk=16x", "got \"16x\""}, {"tk=+4", "got \"+4\""}, {"tk= 4", "got \" 4\""}, {"tk=-4", "got \"-4\""},
         {"softmax_wg=99999999999999999999999999999999999999", "got \"99999999999999999999999999999999999999\""},
         {"foo=1",
-         "unknown key \"foo\"; the keys are variant, tk, tq, qb, qv, kb, softmax_wg, layernorm_wg, vw, run, "
+         "unknown key \"foo\"; the keys are variant, tk, tq, qb, qv, kb, ds, softmax_wg, layernorm_wg, vw, run, "
          "elementwise_wg and split"},
         {"TK=8", "unknown key \"TK\""}, {"variant=GPU", "variant must be cpu or gpu, got \"GPU\""},
         {"variant=", "variant must be cpu or gpu, got \"\""}, {"tk=8,tk=8", "tk is given twice"},
@@ -168,7 +176,11 @@ Test(kernel_params, bad_overrides_are_refused_by_name)
         {"kb=17", "kb must be an integer from 1 to 16"}, {"variant=gpu,kb=4", "variant=gpu takes kb=1, got kb=4"},
         {"vw=3", "vw must be 1, 2, 4, 8 or 16, got vw=3"}, {"vw=32", "vw must be an integer from 1 to 16"},
         {"run=0", "run must be an integer from 1 to 64"}, {"elementwise_wg=-1", "got \"-1\""},
-        {"split=17", "split must be an integer from 0 to 16, got \"17\""}};
+        {"split=17", "split must be an integer from 0 to 16, got \"17\""},
+        {"ds=17", "ds must be an integer from 0 to 16, got \"17\""},
+        {"variant=gpu,ds=3", "ds must be 0, 1, 2, 4, 8 or 16, got ds=3"},
+        {"variant=gpu,ds=12", "ds must be 0, 1, 2, 4, 8 or 16, got ds=12"},
+        {"ds=2", "variant=cpu takes ds=1, got ds=2"}, {"variant=cpu,ds=0", "variant=cpu takes ds=1, got ds=0"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const lf_device_info dev = {.type = LF_DEVICE_CPU};
         setenv("LINFORMER_KERNEL_PARAMS", cases[i][0], 1);
@@ -233,6 +245,27 @@ Test(kernel_params, device_limits_lower_the_tiles)
     cr_expect_eq(t.tile_keys, 32, "TK %d: 2 TK 64 floats must keep within 16 KiB", t.tile_keys);
     cr_expect_eq(t.tile_queries, 100);
     cr_expect_eq(t.query_block, 1);
+}
+
+/* DS: the table's 0 takes DH / 64 on the GPU variant, at least 1 and a power
+ * of two; DS, the table's or one asked for, is lowered until it divides the
+ * row's DH / VW vectors (VW 4 where it divides DH, else 1); the CPU variant
+ * takes 1. */
+Test(kernel_params, d_split_follows_the_head_width)
+{
+    const lf_device_info dev = {.type = LF_DEVICE_GPU, .local_mem_bytes = 49152};
+    static const struct { int asked, dh, want; } cases[] = {
+        {0, 16, 1}, {0, 64, 1},  {0, 127, 1}, {0, 128, 2},  {0, 192, 2}, {0, 255, 1}, {0, 252, 1}, {0, 248, 2},
+        {0, 256, 4}, {0, 132, 1}, {8, 24, 2},  {16, 256, 16}, {2, 5, 1},   {8, 96, 8},  {4, 40, 2}, {1, 256, 1}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lf_kernel_params kp = params_of(LF_DEVICE_GPU, 1, NULL);
+        cr_expect_eq(kp.d_split, 0, "the GPU row's ds");
+        kp.d_split = cases[i].asked;
+        const lf_attention_tiles t = lf__attention_tiles(&kp, cases[i].dh, &dev);
+        cr_expect_eq(t.d_split, cases[i].want, "ds=%d at d_head %d: DS %d", cases[i].asked, cases[i].dh, t.d_split);
+    }
+    const lf_kernel_params cpu = params_of(LF_DEVICE_CPU, 16, NULL);
+    cr_expect_eq(lf__attention_tiles(&cpu, 256, &dev).d_split, 1, "the CPU variant splits no row");
 }
 
 /* Either variant, with odd tiles and groups, on this device: the plan takes
@@ -329,8 +362,8 @@ Test(kernel_params, a_layer_keeps_the_parameters_it_was_created_with)
 Test(kernel_params, run_profile_prints_the_parameters)
 {
     static const char *const overrides[] = {
-        "variant=cpu,tk=5,tq=3,qb=8,qv=3,kb=3,softmax_wg=7,layernorm_wg=3,vw=4,run=3,elementwise_wg=2,split=1",
-        "variant=gpu,tk=7,tq=5,qb=1,qv=1,kb=1,softmax_wg=3,layernorm_wg=5,vw=2,run=5,elementwise_wg=3,split=3"};
+        "variant=cpu,tk=5,tq=3,qb=8,qv=3,kb=3,ds=1,softmax_wg=7,layernorm_wg=3,vw=4,run=3,elementwise_wg=2,split=1",
+        "variant=gpu,tk=7,tq=5,qb=1,qv=1,kb=1,ds=2,softmax_wg=3,layernorm_wg=5,vw=2,run=5,elementwise_wg=3,split=3"};
     for (size_t i = 0; i < 2; i++) {
         char cmd[1024], log[8192];
         snprintf(cmd, sizeof cmd, "LINFORMER_KERNEL_PARAMS=%s %s run --model %s/tests/data/models/encoder_short.model"

@@ -6,6 +6,7 @@
  */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -362,9 +363,9 @@ static void tiled_run(const tiled_case *t, uint64_t *rng)
     lf_test_download(ctx, ob, out, qc);
     tiled_ref(t, &(tiled_inputs){q, k, v, sk, sv, lens}, ref);
     cr_expect_leq(lf_test_rel_err(out, ref, qc), TOL,
-                  "attention_tiled n %d keys %d heads %d/%d dh %d causal %d TK %d TQ %zu QB %d QV %d KB %d", t->n,
-                  t->keys, t->heads, t->kv_heads, t->dh, t->causal, t->tiles.tile_keys, t->tiles.tile_queries,
-                  t->tiles.query_block, t->tiles.query_vectors, t->tiles.key_block);
+                  "attention_tiled n %d keys %d heads %d/%d dh %d causal %d TK %d TQ %zu QB %d QV %d KB %d DS %d",
+                  t->n, t->keys, t->heads, t->kv_heads, t->dh, t->causal, t->tiles.tile_keys, t->tiles.tile_queries,
+                  t->tiles.query_block, t->tiles.query_vectors, t->tiles.key_block, t->tiles.d_split);
     lf__release(&qb), lf__release(&kb), lf__release(&vb), lf__release(&skb), lf__release(&svb);
     lf__release(&lb), lf__release(&ob);
     free(q), free(k), free(v), free(sk), free(sv), free(out), free(ref);
@@ -390,7 +391,8 @@ static lf_kernel_params variant_params(lf_kernel_variant v)
 static size_t grid_tiles(int dh, lf_attention_tiles tiles[])
 {
     static const lf_attention_tiles odd[] = {
-        {5, 7, 1, 1, 1}, {1, 1, 1, 1, 1}, {5, 3, 8, 1, 3}, {1, 2, 4, 3, 5}, {6, 2, 16, 2, 2}, {7, 1, 2, 4, 16}};
+        {5, 7, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1},  {5, 3, 8, 1, 3, 1},
+        {1, 2, 4, 3, 5, 1}, {6, 2, 16, 2, 2, 1}, {7, 1, 2, 4, 16, 1}};
     size_t count = 0;
     lf_device_info info;
     cr_assert_eq(lf_context_device_info(ctx, &info), LF_OK);
@@ -427,23 +429,70 @@ Test(kernels, attention_tiled_grid)
     }
 }
 
+/* The GPU variant with d_head split across DS work-items of a query: every
+ * DS up to 8 that divides DH / VW, head widths 16 to 256, sequences that are
+ * no multiple of a tile, flash and Linformer keys, causal or not, one and
+ * three key/value heads, mixed lengths, the library's tiles at that DS (TK
+ * within local memory); each DS past 1 is seen in the kernel's options. */
+Test(kernels, attention_tiled_d_split)
+{
+    uint64_t rng = lf_test_seed();
+    static const int shapes[][3] = {{37, 0, 16}, {70, 0, 32}, {29, 11, 24}, {45, 0, 64}, {23, 7, 128},
+                                    {19, 0, 192}, {17, 6, LF_MAX_DH_TILED}};
+    static const int tiny[][3] = {{13, 0, 16}, {9, 5, 64}, {7, 3, 128}, {5, 0, LF_MAX_DH_TILED}};
+    const size_t count = lf_test_tiny() ? sizeof tiny / sizeof tiny[0] : sizeof shapes / sizeof shapes[0];
+    lf_device_info info;
+    cr_assert_eq(lf_context_device_info(ctx, &info), LF_OK);
+    for (size_t i = 0; i < count; i++) {
+        const int *shape = lf_test_tiny() ? tiny[i] : shapes[i], dh = shape[2];
+        const int dv = dh % 4 == 0 ? dh / 4 : dh;
+        for (int ds = 1; ds <= 8; ds *= 2) {
+            if (dv % ds) continue;
+            lf_kernel_params kp = variant_params(LF_VARIANT_GPU);
+            kp.d_split = ds;
+            const lf_attention_tiles tiles = lf__attention_tiles(&kp, dh, &info);
+            cr_expect_eq(tiles.d_split, ds, "dh %d: DS %d asked, the plan took %d", dh, ds, tiles.d_split);
+            for (int kvh = 1; kvh <= 3; kvh += 2)
+                for (int causal = 0; causal <= 1; causal++) {
+                    const tiled_case c = {3, shape[0], shape[1], 3, kvh, dh, tiles, causal};
+                    tiled_run(&c, &rng);
+                }
+            if (ds == 1) continue;
+            char dh_opt[16], ds_opt[16];
+            snprintf(dh_opt, sizeof dh_opt, "-DDH=%d ", dh);
+            snprintf(ds_opt, sizeof ds_opt, "-DDS=%d", ds);
+            cr_expect(lf_test_built_with(ctx, "attention.cl", dh_opt, ds_opt),
+                      "dh %d: no program of attention.cl built with %s", dh, ds_opt);
+        }
+    }
+}
+
 /* The GPU variant's tiles fit in the local memory of every device, as small
- * as 16 KiB, at every head width the kernel takes. */
+ * as 16 KiB, at every head width the kernel takes and every DS asked for
+ * (the table's, then 2 to 16): two tiles of keys and values and, with DS
+ * past 1, a tile's partial scores of each work-item. DS divides DH / VW. */
 Test(kernels, gpu_variant_tiles_fit_local_memory)
 {
     static const uint64_t memories[] = {16384, 32768, 49152, 65536};
     unsetenv("LINFORMER_KERNEL_PARAMS"); /* the table's own row */
     for (size_t m = 0; m < sizeof memories / sizeof memories[0]; m++)
-        for (int dh = 1; dh <= LF_MAX_DH_TILED; dh++) {
-            const lf_device_info dev = {.type = LF_DEVICE_GPU, .local_mem_bytes = memories[m]};
-            lf_kernel_params kp;
-            char msg[512] = "";
-            cr_assert_eq(lf__kernel_params(&dev, &kp, msg, sizeof msg), LF_OK, "%s", msg);
-            const lf_attention_tiles t = lf__attention_tiles(&kp, dh, &dev);
-            cr_assert_leq(2ull * t.tile_keys * dh * sizeof(float), memories[m] / 2, "dh %d, %llu bytes: TK %d", dh,
-                          (unsigned long long)memories[m], t.tile_keys);
-            cr_assert_eq(t.query_block, 1);
-        }
+        for (int dh = 1; dh <= LF_MAX_DH_TILED; dh++)
+            for (int ds = 1; ds <= 16; ds *= 2) {
+                const lf_device_info dev = {.type = LF_DEVICE_GPU, .local_mem_bytes = memories[m]};
+                lf_kernel_params kp;
+                char msg[512] = "";
+                cr_assert_eq(lf__kernel_params(&dev, &kp, msg, sizeof msg), LF_OK, "%s", msg);
+                if (ds > 1) kp.d_split = ds;
+                const lf_attention_tiles t = lf__attention_tiles(&kp, dh, &dev);
+                const uint64_t partials = t.d_split > 1 ? t.tile_queries * t.d_split * t.tile_keys : 0;
+                cr_assert_leq((2ull * t.tile_keys * dh + partials) * sizeof(float), memories[m] / 2,
+                              "dh %d, %llu bytes: TK %d, DS %d", dh, (unsigned long long)memories[m], t.tile_keys,
+                              t.d_split);
+                const int dv = dh % 4 == 0 ? dh / 4 : dh;
+                cr_assert(t.d_split >= 1 && !(t.d_split & (t.d_split - 1)) && dv % t.d_split == 0,
+                          "dh %d: DS %d", dh, t.d_split);
+                cr_assert_eq(t.query_block, 1);
+            }
 }
 
 /* A kernel's work-group shrinks to what the device's local memory holds: a

@@ -30,8 +30,9 @@ typedef struct {
 static void add(lf_list *l, const lf_kernel_spec *s)
 {
     char options[256];
+    const size_t per = s->per ? s->per : 1;
     if (s->macro)
-        lf__sized_options(s->options, s->macro, lf__group_start(s->want, 1, l->dev->max_work_group_size), options,
+        lf__sized_options(s->options, s->macro, lf__group_start(s->want, per, l->dev->max_work_group_size), options,
                           sizeof options);
     else snprintf(options, sizeof options, "%s", s->options);
     lf_kernel_build *b = l->builds;

@@ -138,10 +138,27 @@ static lf_path auto_path(const lf_plan *p, const lf_device_info *dev)
     return p->dh <= LF_MAX_DH_TILED && fits ? LF_PATH_FUSED : LF_PATH_GEMM;
 }
 
+/* The GPU variant's DS at head width dh: the one asked for, or DH / 64 (at
+ * least 1) down to a power of two, lowered until it divides the row's DH /
+ * VW vectors; 1 in the CPU variant. */
+static int d_split(const lf_kernel_params *kp, int dh)
+{
+    if (kp->query_block > 1) return 1;
+    int ds = kp->d_split;
+    if (ds < 1)
+        for (ds = 1; ds * 2 <= dh / 64;) ds *= 2;
+    const int vectors = dh / lf__attention_vector_width(dh);
+    while (vectors % ds) ds /= 2;
+    return ds;
+}
+
 lf_attention_tiles lf__attention_tiles(const lf_kernel_params *kp, int dh, const lf_device_info *dev)
 {
-    lf_attention_tiles t = {kp->tile_keys, (size_t)kp->tile_queries, kp->query_block, kp->query_vectors, kp->key_block};
-    while (t.tile_keys > 1 && 2ull * t.tile_keys * dh * sizeof(float) > dev->local_mem_bytes / 2) t.tile_keys /= 2;
+    lf_attention_tiles t = {kp->tile_keys, (size_t)kp->tile_queries, kp->query_block, kp->query_vectors, kp->key_block,
+                            d_split(kp, dh)};
+    /* per key of a tile: its key and value rows, and with DS > 1 each work-item's partial score */
+    const uint64_t per_key = (2ull * dh + (t.d_split > 1 ? t.tile_queries * t.d_split : 0)) * sizeof(float);
+    while (t.tile_keys > 1 && t.tile_keys * per_key > dev->local_mem_bytes / 2) t.tile_keys /= 2;
     return t;
 }
 

@@ -29,14 +29,14 @@ static const lf_kernel_params_row table[] = {
      * compiler gather across work-items) */
     {LF_DEVICE_CPU, NULL, 16,
      {.variant = LF_VARIANT_CPU, .tile_keys = 32, .tile_queries = 8, .query_block = 16, .query_vectors = 2,
-      .key_block = 8, .softmax_group = 256, .layernorm_group = 128, .vector_width = 16, .vector_run = 4,
+      .key_block = 8, .d_split = 1, .softmax_group = 256, .layernorm_group = 128, .vector_width = 16, .vector_run = 4,
       .elementwise_group = 1}},
     /* Intel's CPU runtime on narrower vectors: the attention as below, the
      * elementwise runs of float16s, which its compiler takes without a
      * warning and runs faster than float8s there (item 29) */
     {LF_DEVICE_CPU, "Intel(R)", 0,
      {.variant = LF_VARIANT_CPU, .tile_keys = 32, .tile_queries = 8, .query_block = 8, .query_vectors = 3,
-      .key_block = 4, .softmax_group = 256, .layernorm_group = 128, .vector_width = 16, .vector_run = 4,
+      .key_block = 4, .d_split = 1, .softmax_group = 256, .layernorm_group = 128, .vector_width = 16, .vector_run = 4,
       .elementwise_group = 1}},
     /* other CPU devices (AVX2: 16 registers of 8 floats): three vectors of 8
      * queries, 4 keys a pass, so that 12 registers hold sums; elementwise
@@ -44,13 +44,18 @@ static const lf_kernel_params_row table[] = {
      * compiler warns about without AVX-512 (item 29) */
     {LF_DEVICE_CPU, NULL, 0,
      {.variant = LF_VARIANT_CPU, .tile_keys = 32, .tile_queries = 8, .query_block = 8, .query_vectors = 3,
-      .key_block = 4, .softmax_group = 256, .layernorm_group = 128, .vector_width = 8, .vector_run = 8,
+      .key_block = 4, .d_split = 1, .softmax_group = 256, .layernorm_group = 128, .vector_width = 8, .vector_run = 8,
       .elementwise_group = 1}},
     /* every other device: one query a work-item, 64 a group, 32 keys a tile;
-     * one float a work-item of the elementwise kernels */
+     * d_head split across DH / 64 work-items of a query (ds 0): a query's row
+     * and sums, 2 DH floats a work-item unsplit, go to scratch or spill from
+     * d_head 128 on every GPU compiler checked (bench/NOTES.md, "GPU
+     * compilers"), while d_head 64 and less stay one work-item a query, clean
+     * there and not yet timed split on a GPU; one float a work-item of the
+     * elementwise kernels */
     {LF_DEVICE_GPU | LF_DEVICE_ACCELERATOR | LF_DEVICE_OTHER, NULL, 0,
      {.variant = LF_VARIANT_GPU, .tile_keys = 32, .tile_queries = 64, .query_block = 1, .query_vectors = 1,
-      .key_block = 1, .softmax_group = 256, .layernorm_group = 128, .vector_width = 1, .vector_run = 1,
+      .key_block = 1, .d_split = 0, .softmax_group = 256, .layernorm_group = 128, .vector_width = 1, .vector_run = 1,
       .elementwise_group = 0}},
 };
 #define TABLE_ROWS (sizeof table / sizeof table[0])
@@ -66,6 +71,7 @@ static const struct {
     {"qb", offsetof(lf_kernel_params, query_block), 1, 16},
     {"qv", offsetof(lf_kernel_params, query_vectors), 1, 4},
     {"kb", offsetof(lf_kernel_params, key_block), 1, 16},
+    {"ds", offsetof(lf_kernel_params, d_split), 0, 16},
     {"softmax_wg", offsetof(lf_kernel_params, softmax_group), 1, 4096},
     {"layernorm_wg", offsetof(lf_kernel_params, layernorm_group), 1, 4096},
     {"vw", offsetof(lf_kernel_params, vector_width), 1, 16},
@@ -157,7 +163,8 @@ static lf_status parse_entry(const char *entry, size_t len, int values[], bool g
     return parse_value(key, eq + 1, (int)(len - (size_t)klen - 1), &values[key], msg, msg_size);
 }
 
-/* QB 1 is the GPU variant's kernel; the CPU variant's QB is a vector width, as vw is. */
+/* QB 1 is the GPU variant's kernel; the CPU variant's QB is a vector width,
+ * as vw is, and it splits no query's row across work-items (DS 1). */
 static lf_status check_widths(const lf_kernel_params *p, char *msg, size_t msg_size)
 {
     const int qb = p->query_block, vw = p->vector_width;
@@ -169,6 +176,9 @@ static lf_status check_widths(const lf_kernel_params *p, char *msg, size_t msg_s
         return FAIL("variant=gpu takes kb=1, got kb=%d", p->key_block);
     if (p->variant == LF_VARIANT_CPU && (qb < 2 || (qb & (qb - 1))))
         return FAIL("variant=cpu takes qb=2, 4, 8 or 16, got qb=%d", qb);
+    if (p->d_split & (p->d_split - 1)) return FAIL("ds must be 0, 1, 2, 4, 8 or 16, got ds=%d", p->d_split);
+    if (p->variant == LF_VARIANT_CPU && p->d_split != 1)
+        return FAIL("variant=cpu takes ds=1, got ds=%d", p->d_split);
     return LF_OK;
 }
 

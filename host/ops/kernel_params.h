@@ -31,6 +31,9 @@ typedef struct {
     int query_block;           /* "qb": QB, queries of one vector: 1 (gpu) or 2, 4, 8, 16 (cpu) */
     int query_vectors;         /* "qv": QV, vectors of QB queries of one work-item: 1 (gpu) or 1-4 (cpu) */
     int key_block;             /* "kb": KB, keys one pass of the CPU variant takes at once: 1 (gpu) or 1-16 (cpu) */
+    int d_split;               /* "ds": DS, work-items of one query in the GPU variant, each holding DH / DS of
+                                * its row and sums: 0 (from d_head: DH / 64, at least 1), 1, 2, 4, 8, 16 (gpu),
+                                * or 1 (cpu); lowered until it divides DH / VW (lf__attention_tiles) */
     int softmax_group;         /* "softmax_wg": WG of softmax_rows */
     int layernorm_group;       /* "layernorm_wg": WG of layernorm_rows */
     /* The elementwise kernels (activation.cl, and layernorm_rows_cpu for its
@@ -69,9 +72,9 @@ lf_status lf__kernel_params(const lf_device_info *dev, lf_kernel_params *out, ch
  * Applies an override to p: key=value pairs separated by commas, each key
  * once. variant=cpu|gpu first replaces every value by that variant's row
  * for dev's vendor and vector width; the other keys then set their own. An empty entry, an unknown key, a
- * repeated one, a value that is not an integer in its range, or a qb, qv
- * or kb that does not suit the variant is an LF_ERR_ARGUMENT naming it; p is then
- * unchanged.
+ * repeated one, a value that is not an integer in its range, a ds that is
+ * not 0 or a power of two, or a qb, qv, kb or ds that does not suit the
+ * variant is an LF_ERR_ARGUMENT naming it; p is then unchanged.
  */
 lf_status lf__kernel_params_parse(const char *text, const lf_device_info *dev, lf_kernel_params *p, char *msg,
                                   size_t msg_size);

@@ -47,7 +47,8 @@ static lf_status spec_kernel(lf_context *ctx, const lf_kernel_spec *s, size_t it
 {
     *size = 1;
     if (!s->macro) return lf__kernel(ctx, s->file, s->options, s->name, k);
-    return lf__kernel_sized(ctx, s->file, s->options, s->name, s->macro, s->want, 1, item_bytes, k, size);
+    return lf__kernel_sized(ctx, s->file, s->options, s->name, s->macro, s->want, s->per ? s->per : 1, item_bytes,
+                            k, size);
 }
 
 void lf__activation_spec(const lf_kernel_params *kp, const char *name, lf_activation act, bool glu,
@@ -103,28 +104,42 @@ static void cpu_group(size_t tq, int heads, size_t local[3])
     local[0] = tq / hg, local[1] = hg, local[2] = 1;
 }
 
+int lf__attention_vector_width(int d_head) { return d_head % 4 == 0 ? 4 : 1; }
+
+/* The GPU variant's DS of tiles (1 in the CPU variant, or unset). */
+static int d_split_of(const lf_attention_tiles *tiles)
+{
+    return tiles->query_block <= 1 && tiles->d_split > 1 ? tiles->d_split : 1;
+}
+
 void lf__attention_spec(const lf_attention_tiles *tiles, int d_head, bool causal, lf_kernel_spec *s)
 {
     const int blk = tiles->query_block > 1 ? tiles->query_block : 1;
-    const int qv = blk > 1 && tiles->query_vectors > 1 ? tiles->query_vectors : 1;
+    const int qv = blk > 1 && tiles->query_vectors > 1 ? tiles->query_vectors : 1, ds = d_split_of(tiles);
     *s = (lf_kernel_spec){.file = "attention.cl", .name = "attention_tiled", .macro = "TQ",
-                          .want = tiles->tile_queries};
-    const int used = snprintf(s->options, sizeof s->options, "-DDH=%d -DTK=%d -DVW=%d -DCAUSAL=%d -DQB=%d -DQV=%d",
-                              d_head, tiles->tile_keys, d_head % 4 == 0 ? 4 : 1, causal ? 1 : 0, blk, qv);
+                          .want = tiles->tile_queries, .per = (size_t)ds};
+    int used = snprintf(s->options, sizeof s->options, "-DDH=%d -DTK=%d -DVW=%d -DCAUSAL=%d -DQB=%d -DQV=%d", d_head,
+                        tiles->tile_keys, lf__attention_vector_width(d_head), causal ? 1 : 0, blk, qv);
     if (blk > 1 && tiles->key_block > 0)
-        snprintf(s->options + used, sizeof s->options - (size_t)used, " -DKB=%d", tiles->key_block);
+        used += snprintf(s->options + used, sizeof s->options - (size_t)used, " -DKB=%d", tiles->key_block);
+    if (ds > 1) snprintf(s->options + used, sizeof s->options - (size_t)used, " -DDS=%d", ds);
 }
 
 lf_status lf__launch_attention_tiled(lf_context *ctx, const lf_attention_tiled_args *a, lf_timeline *t)
 {
     const lf_attention_tiles *tiles = &a->tiles;
     const int blk = tiles->query_block > 1 ? tiles->query_block : 1;
-    const int qv = blk > 1 && tiles->query_vectors > 1 ? tiles->query_vectors : 1;
+    const int qv = blk > 1 && tiles->query_vectors > 1 ? tiles->query_vectors : 1, ds = d_split_of(tiles);
+    if (ds & (ds - 1) || (a->d_head / lf__attention_vector_width(a->d_head)) % ds)
+        return lf__fail(ctx, LF_ERR_ARGUMENT,
+                        "attention_tiled: tiles.d_split %d is not a power of two that divides d_head %d / %d",
+                        ds, a->d_head, lf__attention_vector_width(a->d_head));
     lf_kernel_spec spec;
     lf__attention_spec(tiles, a->d_head, a->causal, &spec);
     /* a work-item's private arrays: for each of its QB QV queries a row of
-     * queries and of sums (2 DH floats) and a tile's TK scores */
-    const size_t item_bytes = (size_t)blk * qv * (2 * (size_t)a->d_head + (size_t)tiles->tile_keys) * sizeof(float);
+     * queries and of sums (2 DH / DS floats) and a tile's TK scores */
+    const size_t item_bytes =
+        (size_t)blk * qv * (2 * (size_t)a->d_head / ds + (size_t)tiles->tile_keys) * sizeof(float);
     cl_kernel k;
     size_t tq = 1;
     LF_TRY(spec_kernel(ctx, &spec, item_bytes, &k, &tq));
@@ -139,9 +154,9 @@ lf_status lf__launch_attention_tiled(lf_context *ctx, const lf_attention_tiled_a
                          ARG(sk.buf), ARG(sko), ARG(sk.ld), ARG(skb), ARG(sv.buf), ARG(svo), ARG(sv.ld), ARG(svb),
                          ARG(a->lengths), ARG(a->n_rows), ARG(a->key_count), ARG(a->heads), ARG(a->kv_heads),
                          ARG(a->scale), ARG(window))));
-    size_t local[3] = {tq, 1, 1};
+    size_t local[3] = {tq * ds, 1, 1};
     if (blk > 1) cpu_group(tq, a->heads, local);
-    const size_t per_item = (size_t)blk * qv, items = ((size_t)a->n_rows + per_item - 1) / per_item;
+    const size_t per_item = (size_t)blk * qv, items = ((size_t)a->n_rows + per_item - 1) / per_item * ds;
     const size_t global[3] = {round_up(items, local[0]), (size_t)a->heads, (size_t)a->batch};
     /* the scores and P V of every query over every key (causal ones do about half), Q, K, V and O once */
     const double keys = a->key_count ? a->key_count : a->n_rows, q = (double)a->batch * a->n_rows * a->d_head;

@@ -38,22 +38,30 @@ typedef struct {
     const char *name;
     const char *macro; /* NULL: built once with options (lf__kernel) */
     size_t want;
+    size_t per; /* work-items of the group for each unit of the macro (0: 1) */
 } lf_kernel_spec;
 
 /* The attention kernel's tiles (its -D options but DH and CAUSAL), chosen by
  * the plan from the kernel parameters (lf__attention_tiles): TK keys a tile,
- * lowered until the 2 TK dh floats that the GPU variant stages keep within
- * half of the device's local memory; TQ work-items wanted (lf__kernel_sized
- * lowers them to what the device allows); the CPU variant's QV vectors of
- * QB queries a work-item and KB keys a pass. */
+ * lowered until the 2 TK dh floats that the GPU variant stages (and with DS
+ * > 1 the TQ DS TK partial scores) keep within half of the device's local
+ * memory; TQ queries a group wanted (lf__kernel_sized lowers them to what
+ * the device allows); the GPU variant's DS work-items a query; the CPU
+ * variant's QV vectors of QB queries a work-item and KB keys a pass. */
 typedef struct {
     int tile_keys;       /* TK: keys of one tile (staged in local memory, but for the CPU variant) */
-    size_t tile_queries; /* TQ wanted: work-items of one work-group (the device may allow fewer). The CPU
-                          * variant lays them across heads of the same queries where heads allow */
+    size_t tile_queries; /* TQ wanted: queries of one work-group, TQ DS work-items (the device may allow
+                          * fewer). The CPU variant lays them across heads of the same queries where
+                          * heads allow */
     int query_block;     /* QB: queries of one vector, 1 or (the CPU variant) 2, 4, 8, 16 */
     int query_vectors;   /* QV: the CPU variant's vectors of QB queries a work-item (0 or 1: one) */
     int key_block;       /* KB: the CPU variant's keys of one pass over DH (0: the kernel's default) */
+    int d_split;         /* DS: the GPU variant's work-items of one query, each holding DH / DS of its row and
+                          * sums; a power of two that divides DH / VW (0 or 1: one) */
 } lf_attention_tiles;
+
+/* VW of the attention kernel at head width d_head: 4 where it divides it, else 1. */
+int lf__attention_vector_width(int d_head);
 
 /* cl/attention.cl: o = softmax(scale q k^T) v per head, tiled over keys.
  * key_count 0 = the sequence's own keys (the first lengths[b] of them). With

@@ -279,10 +279,10 @@ static lf_status group_fits(lf_context *ctx, cl_kernel k, size_t items, size_t i
     return LF_OK;
 }
 
-size_t lf__group_start(size_t want, int dims, size_t max_work_group_size)
+size_t lf__group_start(size_t want, size_t per, size_t max_work_group_size)
 {
     size_t s = 1;
-    while (s * 2 <= want && (dims == 1 ? s * 2 : s * s * 4) <= max_work_group_size) s *= 2;
+    while (s * 2 <= want && s * 2 * per <= max_work_group_size) s *= 2;
     return s;
 }
 
@@ -292,16 +292,16 @@ void lf__sized_options(const char *options, const char *macro, size_t s, char *o
 }
 
 lf_status lf__kernel_sized(lf_context *ctx, const char *file, const char *options, const char *name,
-                           const char *macro, size_t want, int dims, size_t item_bytes, cl_kernel *out,
+                           const char *macro, size_t want, size_t per, size_t item_bytes, cl_kernel *out,
                            size_t *size)
 {
-    for (size_t s = lf__group_start(want, dims, ctx->info.max_work_group_size);; s /= 2) {
+    for (size_t s = lf__group_start(want, per, ctx->info.max_work_group_size);; s /= 2) {
         char opts[256];
         lf__sized_options(options, macro, s, opts, sizeof opts);
         LF_TRY(lf__kernel(ctx, file, opts, name, out));
         bool fits = false;
         cl_ulong local = 0;
-        LF_TRY(group_fits(ctx, *out, dims == 1 ? s : s * s, item_bytes, &fits, &local));
+        LF_TRY(group_fits(ctx, *out, s * per, item_bytes, &fits, &local));
         if (fits) return *size = s, LF_OK;
         if (s == 1)
             return lf__fail(ctx, LF_ERR_UNSUPPORTED,

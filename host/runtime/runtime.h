@@ -199,20 +199,21 @@ lf_status lf__last_profile(lf_context *ctx, lf_timeline *t, lf_stage_time *stage
  * per context, cached on disk. The kernel belongs to the context. */
 lf_status lf__kernel(lf_context *ctx, const char *file, const char *options,
                      const char *name, cl_kernel *out);
-/* The same, for a kernel whose work-group size is the build option `macro`:
- * tries want, want/2, ... until the built kernel allows a group of that size
- * to the power `dims` (a TILE x TILE group has dims 2), its local memory at
- * that size fits the device's and, on a CPU, the group's private arrays
+/* The same, for a kernel whose work-group is `per` work-items for each unit
+ * of the build option `macro` (the attention kernel's TQ queries of DS
+ * work-items each; 1 elsewhere): tries want, want/2, ... until the built
+ * kernel allows a group of that size times per, its local memory at that
+ * size fits the device's and, on a CPU, the group's private arrays
  * (item_bytes a work-item, as the caller counts them) stay within a worker
  * thread's stack; *size gets it. Every launcher of a kernel with local memory
  * or sized groups sizes them here; the others let the runtime choose. */
 lf_status lf__kernel_sized(lf_context *ctx, const char *file, const char *options, const char *name,
-                           const char *macro, size_t want, int dims, size_t item_bytes, cl_kernel *out,
+                           const char *macro, size_t want, size_t per, size_t item_bytes, cl_kernel *out,
                            size_t *size);
 /* The first size lf__kernel_sized tries: the largest power of two up to
- * want whose group (to the power dims) a device of that limit allows; and
- * the options of a sized kernel at size s: its own, then -DMACRO=s. */
-size_t lf__group_start(size_t want, int dims, size_t max_work_group_size);
+ * want whose group (times per) a device of that limit allows; and the
+ * options of a sized kernel at size s: its own, then -DMACRO=s. */
+size_t lf__group_start(size_t want, size_t per, size_t max_work_group_size);
 void lf__sized_options(const char *options, const char *macro, size_t s, char *out, size_t size);
 /* Calls fn with the file and options of each program built on ctx, newest first. */
 void lf__programs_each(lf_context *ctx, void (*fn)(void *user, const char *file, const char *options), void *user);
