@@ -5,7 +5,8 @@
 # the 12-layer model at n 4096 and 16384 against PyTorch on CUDA) with our
 # stage profiles, the model once more with the elementwise kernels at vw=4
 # and once with the attention kernel's d_head 64 split across two work-items
-# of a query (ds=2), then `linformer tune` and the peers again, tuned. Each step is time-boxed
+# of a query (ds=2), then `linformer tune --model` on that model's own GEMMs and
+# the peers again, tuned. Each step is time-boxed
 # so that the whole run takes at most about 7 minutes; every
 # step writes its files into OUTDIR as it ends, so a run cut short keeps what
 # it measured. Any of gpu-run.sh's variables may be set to change it.

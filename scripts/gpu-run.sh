@@ -23,7 +23,8 @@
 #      linformer: LF_GPU_PYTHON); with LF_GPU_PERF=1 also the 12-layer model at
 #      its first n with the elementwise kernels at vw=4 (profiles-vw4/) and
 #      with the attention kernel's d_head split in two, ds=2 (profiles-ds2/)
-#   6. with LF_GPU_TUNE=1: `linformer tune`, then step 3 again into
+#   6. with LF_GPU_TUNE=1: `linformer tune` (`--model` on the 12-layer model at
+#      its first n, where step 5 kept its weights in models/), then step 3 again into
 #      DEVICE-tuned.* (LF_GPU_PERF=1: step 5 again into DEVICE-peers-tuned.csv
 #      and profiles-tuned/ instead)
 # summary.txt has one line per step; the exit status is non-zero if a step failed.
@@ -181,7 +182,7 @@ peers() {
         "${LF_GPU_PYTHON:-python3}" "$root/bench/compare_peers.py" --linformer "$tool" --peers pytorch \
         --torch-device "${LF_GPU_TORCH_DEVICE:-cuda}" --devices "$LINFORMER_DEVICE" --n "${LF_GPU_PEERS_N:-4096,16384}" \
         --model-n "${LF_GPU_PEERS_MODEL_N:-4096,16384}" --rounds 2 --repeat 3 --no-wall \
-        --csv "$out/$slug-peers$1.csv" --profile-dir "$out/profiles$1"
+        --csv "$out/$slug-peers$1.csv" --profile-dir "$out/profiles$1" --save-models "$out/models"
     [ "$step_rc" = 0 ] || status=1
 }
 [ "${LF_GPU_PEERS:-0}" = 1 ] && peers ""
@@ -206,7 +207,13 @@ fi
 # ---- 6. tuning, when asked for ----
 if [ "${LF_GPU_TUNE:-0}" = 1 ]; then
     tune_s=${LF_GPU_TUNE_S:-120}
-    step tune "$tune_s" "$out/tune.log" "$tool" tune --device "$LINFORMER_DEVICE" --seconds "$((tune_s > 60 ? tune_s - 30 : tune_s / 2))"
+    # the 12-layer model's own GEMMs where step 5 kept its weights, else the fixed shapes
+    model_n=$(echo "${LF_GPU_PEERS_MODEL_N:-4096}" | cut -d, -f1)
+    model="$out/models/linformer-12-layers-n$model_n.model.safetensors"
+    set --
+    [ -f "$model" ] && set -- --model "$model" --seq-len "$model_n"
+    step tune "$tune_s" "$out/tune.log" "$tool" tune --device "$LINFORMER_DEVICE" \
+        --seconds "$((tune_s > 60 ? tune_s - 30 : tune_s / 2))" "$@"
     [ "$step_rc" = 0 ] || status=1
     if [ "${LF_GPU_PERF:-0}" = 1 ] && [ "${LF_GPU_PEERS:-0}" = 1 ]; then
         peers -tuned
