@@ -104,8 +104,10 @@ void gemm_yardstick_forced_core(lf_context *ctx, double gflops)
     printf("note: OPENBLAS_CORETYPE=%s, set in the environment, holds OpenBLAS to older kernels than this CPU "
            "runs (%s): SGEMM %d^3 at %.1f GFLOP/s here, ",
            forced, best, EDGE, gflops);
-    if (own > 0)
+    if (own > 0 && gflops > 0)
         printf("%.1f with the CPU's own set (%.2fx); unset it for the faster GEMMs\n", own, own / gflops);
+    else if (own > 0) /* the rate here could not be measured: no ratio to give */
+        printf("%.1f with the CPU's own set; unset it for the faster GEMMs\n", own);
     else
         printf("the CPU's own set could not be measured (linformer devices --gemm-rate without the variable "
                "failed); unset it for the faster GEMMs\n");
