@@ -410,9 +410,10 @@ static size_t grid_tiles(int dh, lf_attention_tiles tiles[])
 }
 
 /* Every shape with every tile of the grid, plain and causal. The odd tiles
- * take causal and plain by turns, from shape to shape and from tile to
- * tile: each odd tile meets both, so does each shape, and each pair of them
- * compiles one program rather than two (the compiles are the test's time). */
+ * (grid_tiles' after the two variants' own, t >= 2) take causal and plain by
+ * turns, from shape to shape and from tile to tile: each odd tile meets
+ * both, so does each shape, and each pair of them compiles one program
+ * rather than two (the compiles are the test's time). */
 Test(kernels, attention_tiled_grid)
 {
     uint64_t rng = lf_test_seed();
