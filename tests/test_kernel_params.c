@@ -17,8 +17,8 @@
 
 /* The elementwise keys' defaults, the end of every default's printed form:
  * CPUs with 16-float vectors, with narrower ones, other devices. */
-#define CPU_EW ",vw=16,run=4,elementwise_wg=1,split=0"
-#define CPU8_EW ",vw=8,run=8,elementwise_wg=1,split=0"
+#define CPU_EW ",vw=16,run=16,elementwise_wg=1,split=0"
+#define CPU8_EW ",vw=8,run=32,elementwise_wg=1,split=0"
 #define GPU_EW ",vw=1,run=1,elementwise_wg=0,split=0"
 
 static lf_context *ctx;
@@ -140,7 +140,7 @@ Test(kernel_params, override_sets_the_keys_it_names)
          "split=16"},
         {LF_DEVICE_CPU, 16, "elementwise_wg=0,vw=2",
          "variant=cpu,tk=32,tq=8,qb=16,qv=2,kb=8,ds=1,"
-         "softmax_wg=256,layernorm_wg=128,vw=2,run=4,elementwise_wg=0,split=0"}};
+         "softmax_wg=256,layernorm_wg=128,vw=2,run=16,elementwise_wg=0,split=0"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const lf_kernel_params p = params_of(cases[i].type, cases[i].width, cases[i].text);
         cr_expect_str_eq(formatted(&p), cases[i].want, "%s", cases[i].text);

@@ -145,8 +145,8 @@ static void bias_act_run(const act_case *t, uint64_t *rng)
 Test(model_kernels, bias_act_grid)
 {
     uint64_t rng = lf_test_seed();
-    /* rows, cols: the CPU variant's runs of 64 columns end in a partial vector (130) or a partial run (150) */
-    static const int shapes[][2] = {{1, 1}, {7, 5}, {13, 31}, {3, 130}, {2, 150}};
+    /* rows, cols: the CPU variant's runs of 256 columns end in a partial vector (262) or a partial run (300) */
+    static const int shapes[][2] = {{1, 1}, {7, 5}, {13, 31}, {3, 262}, {2, 300}};
     for (size_t var = 0; var < VARIANTS; var++) {
         use_variant(var);
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)

@@ -25,26 +25,29 @@ static const lf_kernel_params_row table[] = {
      * a work-item, 8 keys a pass (bench/NOTES.md, item 21): 16 of the 32
      * vector registers hold sums; 8 work-items a group laid across heads
      * (item 9); softmax and LayerNorm groups as on GPUs; elementwise runs of
-     * four float16s in groups of one (item 14: larger groups make Intel's
-     * compiler gather across work-items) */
+     * float16s in groups of one (item 14: larger groups make Intel's
+     * compiler gather across work-items), 256 floats a work-item as in the
+     * rows below, where fewer work-groups cost both runtimes less (item 46) */
     {LF_DEVICE_CPU, NULL, 16,
      {.variant = LF_VARIANT_CPU, .tile_keys = 32, .tile_queries = 8, .query_block = 16, .query_vectors = 2,
-      .key_block = 8, .d_split = 1, .softmax_group = 256, .layernorm_group = 128, .vector_width = 16, .vector_run = 4,
+      .key_block = 8, .d_split = 1, .softmax_group = 256, .layernorm_group = 128, .vector_width = 16, .vector_run = 16,
       .elementwise_group = 1}},
     /* Intel's CPU runtime on narrower vectors: the attention as below, the
      * elementwise runs of float16s, which its compiler takes without a
-     * warning and runs faster than float8s there (item 29) */
+     * warning and runs faster than float8s there (item 29), 16 of them a
+     * work-item (item 46) */
     {LF_DEVICE_CPU, "Intel(R)", 0,
      {.variant = LF_VARIANT_CPU, .tile_keys = 32, .tile_queries = 8, .query_block = 8, .query_vectors = 3,
-      .key_block = 4, .d_split = 1, .softmax_group = 256, .layernorm_group = 128, .vector_width = 16, .vector_run = 4,
+      .key_block = 4, .d_split = 1, .softmax_group = 256, .layernorm_group = 128, .vector_width = 16, .vector_run = 16,
       .elementwise_group = 1}},
     /* other CPU devices (AVX2: 16 registers of 8 floats): three vectors of 8
      * queries, 4 keys a pass, so that 12 registers hold sums; elementwise
-     * runs of eight float8s, as a float16 in a call is an ABI that PoCL's
-     * compiler warns about without AVX-512 (item 29) */
+     * runs of float8s, as a float16 in a call is an ABI that PoCL's
+     * compiler warns about without AVX-512 (item 29), 32 of them a
+     * work-item (item 46) */
     {LF_DEVICE_CPU, NULL, 0,
      {.variant = LF_VARIANT_CPU, .tile_keys = 32, .tile_queries = 8, .query_block = 8, .query_vectors = 3,
-      .key_block = 4, .d_split = 1, .softmax_group = 256, .layernorm_group = 128, .vector_width = 8, .vector_run = 8,
+      .key_block = 4, .d_split = 1, .softmax_group = 256, .layernorm_group = 128, .vector_width = 8, .vector_run = 32,
       .elementwise_group = 1}},
     /* every other device: one query a work-item, 64 a group, 32 keys a tile;
      * d_head split across DH / 64 work-items of a query (ds 0): a query's row
