@@ -403,14 +403,17 @@ kernel void attention_tiled(ATTENTION_ARGS)
     const global float *vb = vv + v_off + b * v_bstride + hk * DH;
 
     qrow qt[DH], ot[DH]; /* [d][query]: a query's row is a column */
-    const global float *query_row[QW];
-    for (int x = 0; x < QW; x++)
-        query_row[x] = q + q_off + b * q_bstride + (ulong)min(i0 + x, n_rows - 1) * q_ld + h * DH;
+    /* Row by row, each query row read in order, in scalars: d by d the
+     * loads became gathers (AVX-512: 12% of the kernel), and vectorised the
+     * row order became scatters (bench/NOTES.md, items 23 and 49). */
+    for (int x = 0; x < QW; x++) {
+        const global float *row = q + q_off + b * q_bstride + (ulong)min(i0 + x, n_rows - 1) * q_ld + h * DH;
+        #pragma clang loop vectorize(disable)
+        for (int d = 0; d < DH; d++) qt[d].f[x] = x < live ? row[d] * scale : 0.0f;
+    }
     for (int d = 0; d < DH; d++)
-        for (int x = 0; x < QW; x++) {
-            qt[d].f[x] = x < live ? query_row[x][d] * scale : 0.0f;
-            ot[d].f[x] = 0.0f;
-        }
+        #pragma unroll
+        for (int v = 0; v < QV; v++) ot[d].v[v] = (qvec)0.0f;
     qvec m[QV], l[QV];
     qint lo[QV], hi[QV];
     #pragma unroll
