@@ -262,6 +262,7 @@ EXP_NONPOS(qvec, CAT(as_float, QB), CAT(as_int, QB)) /* exp_nonpos.cl: every exp
 #endif
 constant int lane_index[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 
+#define LINE 16 /* floats in a 64-byte cache line */
 #ifndef QV
 #define QV 1 /* query vectors of one work-item: QV QB queries, each key and value element loaded once for all */
 #endif
@@ -355,6 +356,20 @@ INLINE void accumulate(qrow *ot, const qvec *corr, qvec (*p)[TK], qint (*valid)[
     }
 }
 
+/* qt[d].f[x] = scale q[i0 + x][d] for d = 0, step, 2 step, ... (0 for the
+ * lanes past live). Row by row, each row read in order, in scalars: d by d
+ * the loads became gathers (AVX-512: 12% of the kernel), and vectorised the
+ * row order became scatters (bench/NOTES.md, items 23 and 49). */
+INLINE void read_queries(qrow *qt, const global float *qbase, int q_ld, int i0, int n_rows, int live, float scale,
+                         int step)
+{
+    for (int x = 0; x < QW; x++) {
+        const global float *row = qbase + (ulong)min(i0 + x, n_rows - 1) * q_ld;
+        #pragma clang loop vectorize(disable)
+        for (int d = 0; d < DH; d += step) qt[d].f[x] = x < live ? row[d] * scale : 0.0f;
+    }
+}
+
 /* Folds keys j_begin .. j_end - 1 into each lane's running max m, sum l and
  * weighted values ot (an online softmax); with CAUSAL, lane x of vector v
  * takes key j only when lo[v][x] <= j < hi[v][x]. */
@@ -403,14 +418,12 @@ kernel void attention_tiled(ATTENTION_ARGS)
     const global float *vb = vv + v_off + b * v_bstride + hk * DH;
 
     qrow qt[DH], ot[DH]; /* [d][query]: a query's row is a column */
-    /* Row by row, each query row read in order, in scalars: d by d the
-     * loads became gathers (AVX-512: 12% of the kernel), and vectorised the
-     * row order became scatters (bench/NOTES.md, items 23 and 49). */
-    for (int x = 0; x < QW; x++) {
-        const global float *row = q + q_off + b * q_bstride + (ulong)min(i0 + x, n_rows - 1) * q_ld + h * DH;
-        #pragma clang loop vectorize(disable)
-        for (int d = 0; d < DH; d++) qt[d].f[x] = x < live ? row[d] * scale : 0.0f;
-    }
+    /* Every LINE-th float of each row first, then all of them: the QW rows
+     * come from memory, and so the lines of all of them are requested at
+     * once, not those of one row after another's (bench/NOTES.md, item 51). */
+    const global float *qbase = q + q_off + b * q_bstride + h * DH;
+    read_queries(qt, qbase, q_ld, i0, n_rows, live, scale, LINE);
+    read_queries(qt, qbase, q_ld, i0, n_rows, live, scale, 1);
     for (int d = 0; d < DH; d++)
         #pragma unroll
         for (int v = 0; v < QV; v++) ot[d].v[v] = (qvec)0.0f;
