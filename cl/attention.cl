@@ -389,7 +389,7 @@ INLINE void sweep(const qrow *qt, qrow *ot, qvec *m, qvec *l, const global float
                 valid[v][j] = ((qint)(j0 + j) >= lo[v]) & ((qint)(j0 + j) < hi[v]);
                 s[v][j] = select((qvec)(-INFINITY), s[v][j], valid[v][j]);
 #endif
-                tile_max = fmax(tile_max, s[v][j]);
+                tile_max = select(tile_max, s[v][j], s[v][j] > tile_max); /* fmax, without its NaN tests: tile_max is never NaN */
             }
             const qvec m_new = fmax(m[v], tile_max);
             /* a lane with no key yet keeps m = -inf: subtract 0 there (exp(-inf - -inf) is NaN) */
