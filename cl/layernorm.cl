@@ -7,13 +7,16 @@
  * (post-norm, in place) when write_sum is 0: each element is read and written
  * by the same work-item after both reductions.
  *
- * A row is read as float4 vectors (vload4: any d, any row start) and its last
- * d % 4 floats one by one. Two kernels share the row helpers below:
+ * A row is read as vectors of VW floats (vloadn: any d, any row start) and
+ * its last d % VW floats one by one. Two kernels share the row helpers below:
  *   layernorm_rows (GPU variant): a work-group of WG per row, vectors strided
  *     by WG, sums through local memory. Global (WG, rows), local (WG, 1).
  *   layernorm_rows_cpu (CPU variant): a work-item per row, the row's three
- *     passes from cache, no barriers. Global (rows rounded up to the group),
- *     any local size (the launcher's: elementwise_wg).
+ *     passes from cache, no barriers, in the device's vectors (VW: the
+ *     kernel parameters' vw, at least 4; in float4s a pass's chain of adds
+ *     was four times as long and the kernel took nearly twice the time,
+ *     bench/NOTES.md item 52). Global (rows rounded up to the group), any
+ *     local size (the launcher's: elementwise_wg).
  * Both take the same arguments; rows bounds the CPU variant's work-items (the
  * GPU variant's global size is exact: a return before its barriers would
  * leave the group's others waiting on some runtimes).
@@ -22,11 +25,34 @@
 #ifndef WG
 #define WG 128 /* GPU variant: work-items per row, a power of two: WG floats of local memory */
 #endif
+#ifndef VW
+#define VW 4 /* floats of one vector: 4, 8 or 16 */
+#endif
 
-/* The row's element sums s = x + r, four of them from vector c. */
-float4 sum4(const global float *x, const global float *r, int has_r, int c)
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
+typedef CAT(float, VW) vec;
+#define VLOAD CAT(vload, VW)
+#define VSTORE CAT(vstore, VW)
+
+/* The row's element sums s = x + r, VW of them from vector c. */
+vec sumv(const global float *x, const global float *r, int has_r, int c)
 {
-    return vload4(c, x) + (has_r ? vload4(c, r) : (float4)0.0f);
+    return VLOAD(c, x) + (has_r ? VLOAD(c, r) : (vec)0.0f);
+}
+
+/* The sum of v's floats. */
+float lanes_sum(vec v)
+{
+#if VW == 16
+    const float8 h = v.lo + v.hi;
+    const float4 q = h.lo + h.hi;
+#elif VW == 8
+    const float4 q = v.lo + v.hi;
+#else
+    const float4 q = v;
+#endif
+    return dot(q, (float4)1.0f);
 }
 
 float sum1(const global float *x, const global float *r, int has_r, int c) { return x[c] + (has_r ? r[c] : 0.0f); }
@@ -36,29 +62,29 @@ float sum1(const global float *x, const global float *r, int has_r, int c) { ret
 float row_part(const global float *x, const global float *r, int has_r, int d, int first, int step, float shift,
                int power)
 {
-    float4 acc = 0.0f;
-    for (int c = first; c < d / 4; c += step) {
-        const float4 v = sum4(x, r, has_r, c) - shift;
+    vec acc = 0.0f;
+    for (int c = first; c < d / VW; c += step) {
+        const vec v = sumv(x, r, has_r, c) - shift;
         acc += power == 2 ? v * v : v;
     }
     float tail = 0.0f;
-    for (int c = d / 4 * 4; first == 0 && c < d; c++) {
+    for (int c = d / VW * VW; first == 0 && c < d; c++) {
         const float v = sum1(x, r, has_r, c) - shift;
         tail += power == 2 ? v * v : v;
     }
-    return dot(acc, (float4)1.0f) + tail;
+    return lanes_sum(acc) + tail;
 }
 
 /* Writes this work-item's share of the normalised row (and of the sum). */
 void row_write(global float *x, const global float *r, global float *out, global const float *gamma,
                global const float *beta, int has_r, int write_sum, int d, int first, int step, float mean, float rstd)
 {
-    for (int c = first; c < d / 4; c += step) {
-        const float4 s = sum4(x, r, has_r, c);
-        if (write_sum) vstore4(s, c, x);
-        vstore4((s - mean) * rstd * vload4(c, gamma) + vload4(c, beta), c, out);
+    for (int c = first; c < d / VW; c += step) {
+        const vec s = sumv(x, r, has_r, c);
+        if (write_sum) VSTORE(s, c, x);
+        VSTORE((s - mean) * rstd * VLOAD(c, gamma) + VLOAD(c, beta), c, out);
     }
-    for (int c = d / 4 * 4; first == 0 && c < d; c++) {
+    for (int c = d / VW * VW; first == 0 && c < d; c++) {
         const float s = sum1(x, r, has_r, c);
         if (write_sum) x[c] = s;
         out[c] = (s - mean) * rstd * gamma[c] + beta[c];

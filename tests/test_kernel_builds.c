@@ -68,7 +68,10 @@ Test(kernel_builds, no_build_log_has_a_warning)
     build("softmax.cl", "softmax_rows", " -DWG=256");
     build("softmax.cl", "softmax_rows_cpu", "");
     build("layernorm.cl", "layernorm_rows", " -DWG=128");
-    build("layernorm.cl", "layernorm_rows_cpu", "");
+    for (int vw = 4; vw <= 16; vw *= 2) { /* the CPU variant's vector widths */
+        snprintf(opts, sizeof opts, "-DVW=%d", vw);
+        build("layernorm.cl", "layernorm_rows_cpu", opts);
+    }
     build("embedding.cl", "embed_tokens", "");
     for (int max = 0; max <= 1; max++) {
         snprintf(opts, sizeof opts, "-DWINDOW_MAX=%d", max);

@@ -178,6 +178,7 @@ void lf__layernorm_spec(const lf_kernel_params *kp, lf_kernel_spec *s)
     const bool cpu = kp->variant == LF_VARIANT_CPU;
     *s = (lf_kernel_spec){.file = "layernorm.cl", .name = cpu ? "layernorm_rows_cpu" : "layernorm_rows",
                           .macro = cpu ? NULL : "WG", .want = (size_t)kp->layernorm_group};
+    if (cpu) snprintf(s->options, sizeof s->options, "-DVW=%d", kp->vector_width > 4 ? kp->vector_width : 4);
 }
 
 void lf__seq_project_spec(bool max, lf_kernel_spec *s)
@@ -246,7 +247,7 @@ lf_status lf__launch_seq_project_window(lf_context *ctx, const lf_seq_project_wi
 
 lf_status lf__launch_layernorm(lf_context *ctx, const lf_layernorm_args *a, lf_timeline *t)
 {
-    const lf_kernel_params *kp = a->params; /* float4s whatever the variant: no -D options of its shape */
+    const lf_kernel_params *kp = a->params;
     if (!kp) return lf__fail(ctx, LF_ERR_STATE, "layernorm: launched without the device's kernel parameters");
     const bool cpu = kp->variant == LF_VARIANT_CPU; /* a row a work-item; else a work-group a row */
     lf_kernel_spec spec;
