@@ -370,6 +370,28 @@ INLINE void read_queries(qrow *qt, const global float *qbase, int q_ld, int i0, 
     }
 }
 
+/* r[i] lane x becomes r[x] lane i: the QB x QB block transposed in log2 QB
+ * rounds; round h swaps the off-diagonal h x h blocks of each 2h x 2h one.
+ * Gathering a row's floats from the QB vectors instead took 5% of the
+ * kernel (bench/NOTES.md, item 52). */
+INLINE void transpose(qvec *r)
+{
+    const qint lane = CAT(vload, QB)(0, lane_index);
+    #pragma unroll
+    for (int h = QB / 2; h > 0; h /= 2) {
+        const qint upper = (lane & h) != 0; /* lanes whose index has bit h */
+        const CAT(uint, QB) first = CAT(as_uint, QB)(select(lane, lane + QB - h, upper));
+        const CAT(uint, QB) second = CAT(as_uint, QB)(select(lane + h, lane + QB, upper));
+        #pragma unroll
+        for (int i = 0; i < QB; i++)
+            if (!(i & h)) {
+                const qvec a = r[i], c = r[i + h];
+                r[i] = shuffle2(a, c, first);
+                r[i + h] = shuffle2(a, c, second);
+            }
+    }
+}
+
 /* Folds keys j_begin .. j_end - 1 into each lane's running max m, sum l and
  * weighted values ot (an online softmax); with CAUSAL, lane x of vector v
  * takes key j only when lo[v][x] <= j < hi[v][x]. */
@@ -420,7 +442,10 @@ kernel void attention_tiled(ATTENTION_ARGS)
     qrow qt[DH], ot[DH]; /* [d][query]: a query's row is a column */
     /* Every LINE-th float of each row first, then all of them: the QW rows
      * come from memory, and so the lines of all of them are requested at
-     * once, not those of one row after another's (bench/NOTES.md, item 51). */
+     * once, not those of one row after another's (bench/NOTES.md, item 51).
+     * The second pass overwrites what the first stored: the first is there
+     * for its early loads, and a compiler that dropped it would cost speed,
+     * not correctness. */
     const global float *qbase = q + q_off + b * q_bstride + h * DH;
     read_queries(qt, qbase, q_ld, i0, n_rows, live, scale, LINE);
     read_queries(qt, qbase, q_ld, i0, n_rows, live, scale, 1);
@@ -458,13 +483,26 @@ kernel void attention_tiled(ATTENTION_ARGS)
         sweep(qt, ot, m, l, kb, k_ld, vb, v_ld, 0, live > 0 ? last + 1 : 0, lo, upto);
     }
 #endif
-    float lsum[QW];
+    /* ot / l, 0 in the lanes past live (they summed junk) */
     #pragma unroll
-    for (int v = 0; v < QV; v++) STOREQ(l[v], lsum + v * QB);
-    for (int x = 0; x < QW && i0 + x < n_rows; x++) {
-        global float *orow = o + o_off + b * o_bstride + (ulong)(i0 + x) * o_ld + h * DH;
-        const float inv = lsum[x] > 0.0f ? 1.0f / lsum[x] : 0.0f;
-        for (int d = 0; d < DH; d++) orow[d] = x < live ? ot[d].f[x] * inv : 0.0f; /* dead lanes summed junk */
+    for (int v = 0; v < QV; v++) {
+        const qint alive = (qint)(v * QB) + CAT(vload, QB)(0, lane_index) < (qint)live;
+        const qvec inv = select((qvec)0.0f, 1.0f / l[v], l[v] > 0.0f);
+        for (int d = 0; d < DH; d++) ot[d].v[v] = select((qvec)0.0f, ot[d].v[v] * inv, alive);
     }
+    global float *orow = o + o_off + b * o_bstride + (ulong)i0 * o_ld + h * DH;
+    #pragma unroll
+    for (int v = 0; v < QV; v++)
+        for (int d0 = 0; d0 + QB <= DH; d0 += QB) {
+            qvec block[QB];
+            #pragma unroll
+            for (int i = 0; i < QB; i++) block[i] = ot[d0 + i].v[v];
+            transpose(block);
+            #pragma unroll
+            for (int x = 0; x < QB; x++)
+                if (i0 + v * QB + x < n_rows) STOREQ(block[x], orow + (ulong)(v * QB + x) * o_ld + d0);
+        }
+    for (int x = 0; x < QW && i0 + x < n_rows; x++) /* the last DH % QB floats of each row */
+        for (int d = DH / QB * QB; d < DH; d++) orow[(ulong)x * o_ld + d] = ot[d].f[x];
 }
 #endif
