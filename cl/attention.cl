@@ -373,7 +373,7 @@ INLINE void read_queries(qrow *qt, const global float *qbase, int q_ld, int i0, 
 /* r[i] lane x becomes r[x] lane i: the QB x QB block transposed in log2 QB
  * rounds; round h swaps the off-diagonal h x h blocks of each 2h x 2h one.
  * Gathering a row's floats from the QB vectors instead took 5% of the
- * kernel (bench/NOTES.md, item 52). */
+ * kernel (bench/NOTES.md, item 53). */
 INLINE void transpose(qvec *r)
 {
     const qint lane = CAT(vload, QB)(0, lane_index);
