@@ -483,12 +483,14 @@ kernel void attention_tiled(ATTENTION_ARGS)
         sweep(qt, ot, m, l, kb, k_ld, vb, v_ld, 0, live > 0 ? last + 1 : 0, lo, upto);
     }
 #endif
-    /* ot / l, 0 in the lanes past live (they summed junk) */
+    /* The rows are ot / l, scaled as they are read for the stores; 0 in the
+     * lanes past live (they summed junk). */
+    qrow inv;
+    qint alive[QV];
     #pragma unroll
     for (int v = 0; v < QV; v++) {
-        const qint alive = (qint)(v * QB) + CAT(vload, QB)(0, lane_index) < (qint)live;
-        const qvec inv = select((qvec)0.0f, 1.0f / l[v], l[v] > 0.0f);
-        for (int d = 0; d < DH; d++) ot[d].v[v] = select((qvec)0.0f, ot[d].v[v] * inv, alive);
+        alive[v] = (qint)(v * QB) + CAT(vload, QB)(0, lane_index) < (qint)live;
+        inv.v[v] = select((qvec)0.0f, 1.0f / l[v], l[v] > 0.0f);
     }
     global float *orow = o + o_off + b * o_bstride + (ulong)i0 * o_ld + h * DH;
     #pragma unroll
@@ -496,13 +498,13 @@ kernel void attention_tiled(ATTENTION_ARGS)
         for (int d0 = 0; d0 + QB <= DH; d0 += QB) {
             qvec block[QB];
             #pragma unroll
-            for (int i = 0; i < QB; i++) block[i] = ot[d0 + i].v[v];
+            for (int i = 0; i < QB; i++) block[i] = select((qvec)0.0f, ot[d0 + i].v[v] * inv.v[v], alive[v]);
             transpose(block);
             #pragma unroll
             for (int x = 0; x < QB; x++)
                 if (i0 + v * QB + x < n_rows) STOREQ(block[x], orow + (ulong)(v * QB + x) * o_ld + d0);
         }
     for (int x = 0; x < QW && i0 + x < n_rows; x++) /* the last DH % QB floats of each row */
-        for (int d = DH / QB * QB; d < DH; d++) orow[(ulong)x * o_ld + d] = ot[d].f[x];
+        for (int d = DH / QB * QB; d < DH; d++) orow[(ulong)x * o_ld + d] = x < live ? ot[d].f[x] * inv.f[x] : 0.0f;
 }
 #endif
